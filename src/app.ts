@@ -1,0 +1,62 @@
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import Fastify, { type FastifyInstance } from 'fastify';
+import type { DestinationStream } from 'pino';
+import type { Config } from './config.js';
+import { clientErrorHandler, errorsPlugin, sendError } from './plugins/errors.js';
+import { jsonBodyPlugin } from './plugins/json-body.js';
+import { openapiPlugin, openapiRoute } from './plugins/openapi.js';
+import { requestId, requestIdPlugin } from './plugins/request-id.js';
+import { RequestLog } from './plugins/request-log.js';
+import { validationPlugin } from './plugins/validation.js';
+import { echoRoutes } from './routes/echo.js';
+import { healthRoutes } from './routes/health.js';
+import { helloRoutes } from './routes/hello.js';
+import { searchRoutes } from './routes/search.js';
+
+export interface AppOptions {
+  /** Where log lines go; standard output by default. */
+  logStream?: DestinationStream;
+}
+
+/** The whole service as a Fastify instance, not yet listening: what the server and every test build. */
+export async function buildApp(config: Config, options: AppOptions = {}): Promise<FastifyInstance> {
+  const requestLog = new RequestLog();
+  const app = Fastify({
+    logger: { level: config.logLevel, ...(options.logStream && { stream: options.logStream }) },
+    logController: requestLog,
+    requestIdHeader: false, // ids are vetted by requestId, not taken as they come
+    genReqId: requestId,
+    bodyLimit: config.bodyLimit,
+    return503OnClosing: false, // requests still arriving while draining are served
+    routerOptions: {
+      ignoreTrailingSlash: true,
+      // Names are limited by the request line's size only, not by a separate parameter cap.
+      maxParamLength: Number.MAX_SAFE_INTEGER,
+    },
+    frameworkErrors: (error, request, reply) => {
+      // Errors raised before routing (a badly encoded path) get no response listeners from
+      // Fastify, so their log line is asked for here.
+      reply.raw.once('finish', () => requestLog.requestCompleted(null, request, reply));
+      sendError(error, request, reply);
+    },
+    clientErrorHandler,
+  }).withTypeProvider<TypeBoxTypeProvider>();
+
+  await app.register(errorsPlugin);
+  await app.register(validationPlugin);
+  await app.register(jsonBodyPlugin);
+  await app.register(requestIdPlugin);
+  await app.register(openapiPlugin);
+
+  await app.register(
+    async (service) => {
+      await service.register(helloRoutes);
+      await service.register(searchRoutes);
+      await service.register(echoRoutes);
+      await service.register(healthRoutes);
+      await service.register(openapiRoute);
+    },
+    { prefix: config.contextPath === '/' ? '' : config.contextPath },
+  );
+  return app;
+}

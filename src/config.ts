@@ -1,0 +1,108 @@
+import { parseArgs } from 'node:util';
+
+/** Everything the service reads from its environment, parsed and validated once at start-up. */
+export interface Config {
+  port: number;
+  host: string;
+  /** `/` or a path without a trailing slash, e.g. `/svc`; every route lives under it. */
+  contextPath: string;
+  logLevel: LogLevel;
+  /** Largest accepted request body, in bytes. */
+  bodyLimit: number;
+  /** How long in-flight requests may run after SIGTERM/SIGINT before the process gives up on them. */
+  shutdownTimeoutMs: number;
+}
+
+const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
+export type LogLevel = (typeof LOG_LEVELS)[number];
+
+export const DEFAULT_CONFIG: Readonly<Config> = {
+  port: 8080,
+  host: '0.0.0.0',
+  contextPath: '/',
+  logLevel: 'info',
+  bodyLimit: 1024 * 1024,
+  shutdownTimeoutMs: 10_000,
+};
+
+/** A configuration value that cannot be used; its message is the one line printed before exit 1. */
+export class ConfigError extends Error {
+  override name = 'ConfigError';
+}
+
+type Parse<T> = (raw: string) => T;
+
+function integer(min: number, max: number): Parse<number> {
+  return (raw) => {
+    const value = Number(raw);
+    if (!/^\d+$/.test(raw) || value < min || value > max) {
+      throw new Error(`must be an integer from ${min} to ${max}`);
+    }
+    return value;
+  };
+}
+
+const parsers: { [K in keyof Config]: Parse<Config[K]> } = {
+  port: integer(0, 65535),
+  host: (raw) => {
+    if (/\s/.test(raw)) throw new Error('must be a host name or IP address');
+    return raw;
+  },
+  contextPath: (raw) => {
+    // Path segments of RFC 3986 characters; "/svc/" is read as "/svc".
+    if (!/^\/(?:[A-Za-z0-9._~!$&'()*+,;=:@-]+\/?)*$/.test(raw) || raw.includes('//')) {
+      throw new Error('must be "/" or a path such as "/svc"');
+    }
+    return raw.length > 1 && raw.endsWith('/') ? raw.slice(0, -1) : raw;
+  },
+  logLevel: (raw) => {
+    const level = LOG_LEVELS.find((l) => l === raw);
+    if (level === undefined) throw new Error(`must be one of ${LOG_LEVELS.join(', ')}`);
+    return level;
+  },
+  bodyLimit: integer(1, 2 ** 31 - 1),
+  shutdownTimeoutMs: integer(0, 2 ** 31 - 1),
+};
+
+/** Where each setting comes from: its environment variable, and its command-line flag if it has one. */
+export const SOURCES: { [K in keyof Config]: { env: string; flag?: string } } = {
+  port: { env: 'PORT', flag: 'port' },
+  host: { env: 'HOST', flag: 'host' },
+  contextPath: { env: 'CONTEXT_PATH' },
+  logLevel: { env: 'LOG_LEVEL' },
+  bodyLimit: { env: 'BODY_LIMIT' },
+  shutdownTimeoutMs: { env: 'SHUTDOWN_TIMEOUT_MS' },
+};
+
+/**
+ * Reads the configuration: a flag wins over its environment variable, which wins over the
+ * default. An empty variable counts as unset. Throws ConfigError naming the first bad value.
+ */
+export function loadConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Config {
+  let flags: Record<string, string | undefined>;
+  try {
+    flags = parseArgs({
+      args: [...argv],
+      options: { port: { type: 'string' }, host: { type: 'string' } },
+      strict: true,
+      allowPositionals: false,
+    }).values;
+  } catch (error) {
+    throw new ConfigError((error as Error).message);
+  }
+
+  const config: Record<string, unknown> = { ...DEFAULT_CONFIG };
+  for (const key of Object.keys(SOURCES) as (keyof Config)[]) {
+    const { env: name, flag } = SOURCES[key];
+    const fromFlag = flag === undefined ? undefined : flags[flag];
+    const raw = fromFlag ?? (env[name] === '' ? undefined : env[name]);
+    if (raw === undefined) continue;
+    try {
+      config[key] = parsers[key](raw);
+    } catch (error) {
+      const source = fromFlag === undefined ? name : `--${flag}`;
+      throw new ConfigError(`invalid ${source} ${JSON.stringify(raw)}: ${(error as Error).message}`);
+    }
+  }
+  return config as unknown as Config;
+}

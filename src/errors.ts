@@ -1,0 +1,111 @@
+import { STATUS_CODES } from 'node:http';
+import { type Static, Type } from 'typebox';
+
+/** One invalid input: which field, why, and the value as the client sent it (`null` when absent). */
+export const ErrorDetail = Type.Object(
+  {
+    field: Type.String({ description: 'Query or path parameter name, body key (dotted when nested), or `body`.' }),
+    message: Type.String(),
+    value: Type.Unknown({ description: 'The offending value as received; `null` when it was absent.' }),
+  },
+  { additionalProperties: false },
+);
+export type ErrorDetail = Static<typeof ErrorDetail>;
+
+/** The error envelope of part 7.1 of the specification, returned by every non-2xx/3xx response. */
+export const ErrorEnvelope = Type.Object(
+  {
+    error: Type.Object(
+      {
+        code: Type.String({ description: 'Machine-readable error code.', examples: ['VALIDATION_ERROR'] }),
+        message: Type.String({ description: 'Human-readable text.' }),
+        details: Type.Array(ErrorDetail),
+        timestamp: Type.String({
+          description: 'UTC time of the error, ISO 8601.',
+          examples: ['2026-01-02T03:04:05.678Z'],
+        }),
+        request_id: Type.String({ description: 'The X-Request-Id of the request.' }),
+      },
+      { additionalProperties: false },
+    ),
+  },
+  { $id: 'ErrorEnvelope', additionalProperties: false },
+);
+export type ErrorEnvelope = Static<typeof ErrorEnvelope>;
+
+/** What the OpenAPI document says of each error status a route may answer. */
+const DESCRIPTIONS = {
+  400: 'Validation failed (`VALIDATION_ERROR`, one detail per invalid field) or the body is not JSON (`MALFORMED_JSON`).',
+  404: 'No such route or resource (`NOT_FOUND`).',
+  405: 'The path exists with other methods (`METHOD_NOT_ALLOWED`); `Allow` lists them.',
+  413: 'The body is larger than `BODY_LIMIT` (`PAYLOAD_TOO_LARGE`).',
+  415: 'The body is not `application/json` or `application/*+json` in UTF-8 (`UNSUPPORTED_MEDIA_TYPE`).',
+  500: 'Unexpected failure (`INTERNAL_ERROR`); the message is generic and `details` empty.',
+  503: 'Shutting down, or a dependency is unavailable (`SERVICE_UNAVAILABLE`).',
+} as const;
+export type DocumentedStatus = keyof typeof DESCRIPTIONS;
+
+export const VALIDATION_ERROR = 'VALIDATION_ERROR';
+export const MALFORMED_JSON = 'MALFORMED_JSON';
+export const INTERNAL_ERROR = 'INTERNAL_ERROR';
+const GENERIC_MESSAGE = 'An internal error occurred.';
+
+/**
+ * An error this service means to answer with: status, code, message and details are
+ * exactly what the client gets. Anything else thrown becomes a 500 with a generic text.
+ */
+export class ApiError extends Error {
+  override name = 'ApiError';
+  constructor(
+    readonly statusCode: number,
+    readonly code: string,
+    message: string,
+    readonly details: ErrorDetail[] = [],
+    /** Extra response headers, e.g. `Allow` on a 405. */
+    readonly headers: Readonly<Record<string, string>> = {},
+  ) {
+    super(message);
+  }
+}
+
+/**
+ * An error for an HTTP status, its code the status's reason phrase in upper snake case
+ * (404 NOT_FOUND, 415 UNSUPPORTED_MEDIA_TYPE, 431 REQUEST_HEADER_FIELDS_TOO_LARGE), as the
+ * contract's codes are, except 500, which is INTERNAL_ERROR.
+ */
+export function apiError(status: number, message?: string, details: ErrorDetail[] = []): ApiError {
+  if (status === 500) return new ApiError(500, INTERNAL_ERROR, GENERIC_MESSAGE);
+  const phrase = STATUS_CODES[status] ?? 'Error';
+  const code = phrase.toUpperCase().replace(/[^A-Z0-9]+/g, '_');
+  return new ApiError(status, code, message ?? `${phrase}.`, details);
+}
+
+/** A 400 naming each invalid field. */
+export function validationError(details: ErrorDetail[], message = 'The request is not valid.'): ApiError {
+  return new ApiError(400, VALIDATION_ERROR, message, details);
+}
+
+export function malformedJson(message: string): ApiError {
+  return new ApiError(400, MALFORMED_JSON, message);
+}
+
+export function methodNotAllowed(method: string, allow: readonly string[]): ApiError {
+  const list = allow.join(', ');
+  return new ApiError(405, 'METHOD_NOT_ALLOWED', `${method} is not allowed here; allowed: ${list}.`, [], {
+    allow: list,
+  });
+}
+
+/** The generic error a client gets for any failure of ours: nothing internal in it. */
+export function internalError(): ApiError {
+  return apiError(500);
+}
+
+/** OpenAPI response entries for the given error statuses, each the shared envelope. */
+export function errorResponses(...statuses: DocumentedStatus[]): Record<number, unknown> {
+  const responses: Record<number, unknown> = {};
+  for (const status of statuses) {
+    responses[status] = { description: DESCRIPTIONS[status], ...Type.Ref('ErrorEnvelope') };
+  }
+  return responses;
+}

@@ -1,0 +1,39 @@
+const QUOTE = 0x22;
+const BACKSLASH = 0x5c;
+
+function isJsonWhitespace(code: number): boolean {
+  return code === 0x20 || code === 0x0a || code === 0x0d || code === 0x09;
+}
+
+/**
+ * Removes the insignificant whitespace from a JSON text that is already known to be valid,
+ * leaving every token exactly as written: numbers keep their digits, strings their escapes,
+ * objects their key order and repeated keys. Iterative, so nesting depth does not matter.
+ */
+export function compactJson(text: string): string {
+  let out = '';
+  let start = 0; // beginning of the run of text not yet copied to `out`
+  let i = 0;
+  const length = text.length;
+  while (i < length) {
+    const code = text.charCodeAt(i);
+    if (code === QUOTE) {
+      // Skip the whole string; in valid JSON a backslash always escapes the next character.
+      i++;
+      while (i < length) {
+        const c = text.charCodeAt(i);
+        if (c === BACKSLASH) i += 2;
+        else if (c === QUOTE) break;
+        else i++;
+      }
+      i++;
+    } else if (isJsonWhitespace(code)) {
+      out += text.slice(start, i);
+      while (i < length && isJsonWhitespace(text.charCodeAt(i))) i++;
+      start = i;
+    } else {
+      i++;
+    }
+  }
+  return start === 0 ? text : out + text.slice(start);
+}

@@ -1,0 +1,143 @@
+import { randomUUID } from 'node:crypto';
+import { STATUS_CODES } from 'node:http';
+import type { Socket } from 'node:net';
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import fp from 'fastify-plugin';
+import FindMyWay, { type HTTPMethod } from 'find-my-way';
+import {
+  ApiError,
+  apiError,
+  type ErrorEnvelope,
+  ErrorEnvelope as ErrorEnvelopeSchema,
+  INTERNAL_ERROR,
+  internalError,
+  methodNotAllowed,
+  validationError,
+} from '../errors.js';
+import { validationDetails } from './validation.js';
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** The unexpected error behind a 500, kept for the request's log line. */
+    failure: Error | null;
+  }
+}
+
+/**
+ * Errors are shaped here and only here: whatever was thrown, by our code, a plugin or
+ * Fastify, the client gets the envelope of spec 7.1 with the request's id.
+ */
+
+function envelope(error: ApiError, requestId: string): ErrorEnvelope {
+  return {
+    error: {
+      code: error.code,
+      message: error.message,
+      details: error.details,
+      timestamp: new Date().toISOString(),
+      request_id: requestId,
+    },
+  };
+}
+
+/** Fastify's own errors, translated to the contract's. */
+const FRAMEWORK_ERRORS: Record<string, (error: FastifyError, request: FastifyRequest) => ApiError> = {
+  FST_ERR_CTP_INVALID_MEDIA_TYPE: (_, request) =>
+    apiError(
+      415,
+      request.headers['content-type'] === undefined
+        ? 'A request body needs Content-Type: application/json.'
+        : `The request body must be application/json, not ${request.headers['content-type']}.`,
+    ),
+  FST_ERR_CTP_BODY_TOO_LARGE: (_, request) =>
+    apiError(413, `The request body is larger than the limit of ${request.routeOptions.bodyLimit} bytes.`),
+  FST_ERR_BAD_URL: (_, request) =>
+    validationError([{ field: 'path', message: 'must be valid percent-encoded UTF-8', value: request.url }]),
+};
+
+function toApiError(error: FastifyError, request: FastifyRequest): ApiError {
+  if (error instanceof ApiError) return error;
+  if (error.validation !== undefined && error.validationContext !== undefined) {
+    return validationError(validationDetails(error.validation, error.validationContext, request));
+  }
+  const framework = FRAMEWORK_ERRORS[error.code];
+  if (framework !== undefined) return framework(error, request);
+  const status = error.statusCode;
+  if (typeof status === 'number' && status >= 400 && status < 500) {
+    // Spec 7.2 rule 2: an error that carries no code is INTERNAL_ERROR, whatever its status.
+    return typeof error.code === 'string'
+      ? apiError(status, error.message)
+      : new ApiError(status, INTERNAL_ERROR, error.message);
+  }
+  return internalError();
+}
+
+/** The error handler of every route and of the errors Fastify raises before routing. */
+export function sendError(error: FastifyError, request: FastifyRequest, reply: FastifyReply): FastifyReply {
+  const shaped = toApiError(error, request);
+  if (shaped.statusCode >= 500 && !(error instanceof ApiError)) request.failure = error;
+  return reply
+    .code(shaped.statusCode)
+    .headers(shaped.headers)
+    .header('x-request-id', request.id)
+    .send(envelope(shaped, request.id));
+}
+
+/**
+ * Errors raised on a connection before there is a request to answer (a malformed request
+ * line, headers over the size limit, a request timeout): answered with the envelope too,
+ * written straight to the socket, which then closes. Given to Fastify as `clientErrorHandler`.
+ */
+export function clientErrorHandler(this: FastifyInstance, error: NodeJS.ErrnoException, socket: Socket): void {
+  if (error.code === 'ECONNRESET' || socket.destroyed) return;
+  const status = error.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? 408 : error.code === 'HPE_HEADER_OVERFLOW' ? 431 : 400;
+  const id = randomUUID();
+  const shaped = apiError(status);
+  const body = JSON.stringify(envelope(shaped, id));
+  this.log.info({ request_id: id, status, reason: error.code }, 'client error');
+  if (!socket.writable) {
+    socket.destroy();
+    return;
+  }
+  socket.end(
+    `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\n` +
+      'Content-Type: application/json; charset=utf-8\r\n' +
+      `Content-Length: ${Buffer.byteLength(body)}\r\n` +
+      `X-Request-Id: ${id}\r\n` +
+      'Connection: close\r\n\r\n' +
+      body,
+  );
+}
+
+/**
+ * 404 for a path no route matches, 405 with `Allow` for a path that exists with other
+ * methods. A second router holds every route's path so that the methods a path allows can
+ * be found by matching, with the same rules as the real router.
+ */
+export const errorsPlugin = fp(
+  async (app: FastifyInstance) => {
+    app.addSchema(ErrorEnvelopeSchema);
+    app.decorateRequest('failure', null);
+
+    const paths = FindMyWay({ ignoreTrailingSlash: true, maxParamLength: Number.MAX_SAFE_INTEGER });
+    const methods = new Set<HTTPMethod>();
+    app.addHook('onRoute', (route) => {
+      for (const method of [route.method].flat() as HTTPMethod[]) {
+        methods.add(method);
+        if (!paths.hasRoute(method, route.url)) paths.on(method, route.url, () => {});
+      }
+    });
+
+    app.setErrorHandler(sendError);
+    app.setNotFoundHandler((request, reply) => {
+      const path = request.url.split('?', 1)[0] ?? '/';
+      const allow = [...methods].filter((method) => paths.find(method, path) !== null);
+      const error =
+        allow.length > 0
+          ? methodNotAllowed(request.method, allow)
+          : apiError(404, `No route for ${request.method} ${path}.`);
+      return sendError(error as FastifyError, request, reply);
+    });
+  },
+  { name: 'errors' },
+);

@@ -1,0 +1,56 @@
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import fp from 'fastify-plugin';
+import { apiError, malformedJson } from '../errors.js';
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** The body's JSON text, kept only for routes whose config sets `rawJson: true`. */
+    rawJson: string | null;
+  }
+  interface FastifyContextConfig {
+    rawJson?: boolean;
+  }
+}
+
+const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
+
+/**
+ * The only request bodies accepted are JSON: `application/json` or any `application/*+json`
+ * (such as `application/merge-patch+json`), in UTF-8 as RFC 8259 requires. Every other
+ * media type, and a body with no Content-Type, is a 415 (Fastify raises it when no parser
+ * matches). An empty body is no body: schema validation then reports it as missing.
+ */
+function parseJsonBody(request: FastifyRequest, body: Buffer): unknown {
+  const charset = request.headers['content-type']?.match(/;\s*charset\s*=\s*"?([^";\s]+)/i)?.[1];
+  if (charset !== undefined && !/^utf-?8$/i.test(charset)) {
+    throw apiError(415, `The charset ${charset} is not supported; JSON bodies must be UTF-8.`);
+  }
+  if (body.length === 0) return undefined;
+  let text: string;
+  try {
+    text = utf8.decode(body);
+  } catch {
+    throw malformedJson('The request body is not valid UTF-8.');
+  }
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch (error) {
+    throw malformedJson(`The request body is not valid JSON: ${(error as Error).message}`);
+  }
+  if (request.routeOptions.config.rawJson === true) request.rawJson = text;
+  return value;
+}
+
+export const jsonBodyPlugin = fp(
+  async (app: FastifyInstance) => {
+    app.decorateRequest('rawJson', null);
+    app.removeAllContentTypeParsers();
+    const options = { parseAs: 'buffer' } as const;
+    const parser = (request: FastifyRequest, body: string | Buffer, done: (error: null, body: unknown) => void) =>
+      done(null, parseJsonBody(request, body as Buffer));
+    app.addContentTypeParser('application/json', options, parser);
+    app.addContentTypeParser(/^application\/[^;\s]+\+json(?:;|$)/, options, parser);
+  },
+  { name: 'json-body' },
+);

@@ -1,0 +1,25 @@
+import { randomUUID } from 'node:crypto';
+import type { IncomingMessage } from 'node:http';
+import fp from 'fastify-plugin';
+
+const ACCEPTED_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+
+/**
+ * The request's id: the client's `X-Request-Id` when it is a safe token (so a trace can
+ * cross services), otherwise a new UUID. Given to Fastify as `genReqId`.
+ */
+export function requestId(request: IncomingMessage): string {
+  const incoming = request.headers['x-request-id'];
+  return typeof incoming === 'string' && ACCEPTED_ID.test(incoming) ? incoming : randomUUID();
+}
+
+/** Every response carries its request's id. */
+export const requestIdPlugin = fp(
+  async (app) => {
+    app.addHook('onRequest', (request, reply, done) => {
+      reply.header('x-request-id', request.id);
+      done();
+    });
+  },
+  { name: 'request-id' },
+);

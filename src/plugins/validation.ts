@@ -1,0 +1,123 @@
+import { Ajv, type ErrorObject, type Options } from 'ajv';
+import ajvErrors from 'ajv-errors';
+import type { FastifyRequest, FastifySchemaCompiler } from 'fastify';
+import fp from 'fastify-plugin';
+import type { ErrorDetail } from '../errors.js';
+
+/**
+ * Request validation. Two Ajv instances, both reporting every error at once and both with
+ * `errorMessage` (ajv-errors) for readable messages:
+ *
+ * - bodies are never coerced: `{"name": 123}` is a wrong type, not the string "123";
+ * - query strings and path parameters are strings on the wire, so a property declared as a
+ *   number or integer is converted here, but only from a plain decimal string. Ajv's own
+ *   coercion would also take "0x10", "1e3", " 1" and "" as numbers.
+ *
+ * The conversion works on a copy, so a request that fails keeps its parameters as sent:
+ * the error details report exactly what the client wrote.
+ */
+
+const AJV_OPTIONS: Options = {
+  allErrors: true,
+  useDefaults: true,
+  removeAdditional: false,
+  coerceTypes: false,
+  strict: true,
+};
+
+function createAjv(): Ajv {
+  const ajv = new Ajv(AJV_OPTIONS);
+  ajvErrors.default(ajv);
+  return ajv;
+}
+
+const INTEGER = /^-?\d+$/;
+const DECIMAL = /^-?\d+(?:\.\d+)?$/;
+
+type ParameterSchema = { properties?: Record<string, { type?: unknown }> };
+
+/** The properties of a query or path schema that must be read as numbers, with their pattern. */
+function numericProperties(schema: ParameterSchema): [string, RegExp][] {
+  const numeric: [string, RegExp][] = [];
+  for (const [name, property] of Object.entries(schema.properties ?? {})) {
+    if (property.type === 'integer') numeric.push([name, INTEGER]);
+    else if (property.type === 'number') numeric.push([name, DECIMAL]);
+  }
+  return numeric;
+}
+
+function createCompiler(): FastifySchemaCompiler<ParameterSchema> {
+  const bodyAjv = createAjv();
+  const parameterAjv = createAjv();
+  return ({ schema, httpPart }) => {
+    if (httpPart === 'body') return bodyAjv.compile(schema);
+    const validate = parameterAjv.compile(schema);
+    const numeric = numericProperties(schema);
+    return (data: Record<string, unknown>) => {
+      const value = { ...data };
+      for (const [name, pattern] of numeric) {
+        const raw = value[name];
+        if (typeof raw === 'string' && pattern.test(raw)) value[name] = Number(raw);
+      }
+      return validate(value) ? { value } : { error: validate.errors ?? [] };
+    };
+  };
+}
+
+export const validationPlugin = fp(
+  async (app) => {
+    app.setValidatorCompiler(createCompiler());
+  },
+  { name: 'validation' },
+);
+
+type Part = 'body' | 'querystring' | 'params' | 'headers';
+
+/** JSON Pointer (`/a/b~1c`) to its unescaped segments. */
+function pointerSegments(pointer: string): string[] {
+  if (pointer === '') return [];
+  return pointer
+    .slice(1)
+    .split('/')
+    .map((s) => s.replaceAll('~1', '/').replaceAll('~0', '~'));
+}
+
+function valueAt(root: unknown, segments: readonly string[]): unknown {
+  let node = root;
+  for (const segment of segments) {
+    if (node === null || typeof node !== 'object' || !Object.hasOwn(node, segment)) return null;
+    node = (node as Record<string, unknown>)[segment];
+  }
+  return node === undefined ? null : node;
+}
+
+/** Where an Ajv error points, and the message the client gets for it. */
+function locate(error: ErrorObject): { segments: string[]; message: string } {
+  const segments = pointerSegments(error.instancePath);
+  switch (error.keyword) {
+    case 'required':
+      return { segments: [...segments, String(error.params.missingProperty)], message: 'is required' };
+    case 'additionalProperties':
+      return { segments: [...segments, String(error.params.additionalProperty)], message: 'is not allowed' };
+    default:
+      return { segments, message: error.message ?? 'is not valid' };
+  }
+}
+
+/**
+ * One detail per invalid field, in schema order: the field's name (dotted when nested,
+ * `body` for the body as a whole), the message, and the value as the client sent it.
+ */
+export function validationDetails(errors: readonly ErrorObject[], part: Part, request: FastifyRequest): ErrorDetail[] {
+  const source: unknown = part === 'querystring' ? request.query : request[part];
+  const details: ErrorDetail[] = [];
+  const seen = new Set<string>();
+  for (const error of errors) {
+    const { segments, message } = locate(error);
+    const field = segments.length === 0 ? (part === 'body' ? 'body' : part) : segments.join('.');
+    if (seen.has(field)) continue;
+    seen.add(field);
+    details.push({ field, message, value: segments.length === 0 ? (source ?? null) : valueAt(source, segments) });
+  }
+  return details;
+}

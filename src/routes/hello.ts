@@ -1,0 +1,47 @@
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import { Type } from 'typebox';
+import { errorResponses } from '../errors.js';
+import { localDateTime } from '../lib/local-time.js';
+import { LocalDateTime } from '../schemas.js';
+
+const GREETING = 'Hello, World!';
+
+const HelloMessage = Type.Object(
+  { message: Type.String({ examples: [GREETING] }), timestamp: LocalDateTime },
+  { additionalProperties: false },
+);
+
+const Greeting = Type.Object({ greeting: Type.String({ examples: ['Hello, Ada!'] }) }, { additionalProperties: false });
+
+export const helloRoutes: FastifyPluginAsyncTypebox = async (app) => {
+  app.get(
+    '/api/hello',
+    {
+      schema: {
+        operationId: 'getHello',
+        summary: 'Hello message',
+        description: 'A fixed greeting with the server’s local date-time.',
+        tags: ['greeting'],
+        response: { 200: HelloMessage },
+      },
+    },
+    async () => ({ message: GREETING, timestamp: localDateTime() }),
+  );
+
+  app.get(
+    '/api/hello/:name',
+    {
+      schema: {
+        operationId: 'getGreeting',
+        summary: 'Greeting for a name',
+        description: 'Greets `name`, percent-decoded and returned exactly, whatever its script.',
+        tags: ['greeting'],
+        params: Type.Object({
+          name: Type.String({ description: 'Any text, percent-encoded in the path.', examples: ['Ada'] }),
+        }),
+        response: { 200: Greeting, ...errorResponses(400) },
+      },
+    },
+    async (request) => ({ greeting: `Hello, ${request.params.name}!` }),
+  );
+};

@@ -1,0 +1,118 @@
+import assert from 'node:assert/strict';
+import { Writable } from 'node:stream';
+import type { FastifyInstance } from 'fastify';
+import { request as httpRequest } from 'undici';
+import { type AppOptions, buildApp } from '../src/app.js';
+import { type Config, DEFAULT_CONFIG } from '../src/config.js';
+
+export function testConfig(overrides: Partial<Config> = {}): Config {
+  return { ...DEFAULT_CONFIG, host: '127.0.0.1', port: 0, logLevel: 'silent', ...overrides };
+}
+
+/** Collects the app's log lines, parsed. */
+export class LogCapture extends Writable {
+  readonly lines: Record<string, unknown>[] = [];
+  override _write(chunk: Buffer, _encoding: string, callback: () => void): void {
+    for (const line of chunk.toString('utf8').split('\n')) if (line !== '') this.lines.push(JSON.parse(line));
+    callback();
+  }
+}
+
+export interface TestResponse {
+  status: number;
+  headers: Record<string, string | string[] | number | undefined>;
+  text: string;
+  json(): any;
+}
+
+export interface TestRequest {
+  method?: string;
+  /** Sent exactly as written: percent-encode anything that is not plain ASCII. */
+  path: string;
+  headers?: Record<string, string>;
+  body?: string | Buffer;
+}
+
+/** One way of sending requests to the service; every route test runs over each. */
+export interface Client {
+  readonly app: FastifyInstance;
+  send(request: TestRequest): Promise<TestResponse>;
+  close(): Promise<void>;
+}
+
+function response(status: number, headers: TestResponse['headers'], text: string): TestResponse {
+  return { status, headers, text, json: () => JSON.parse(text) };
+}
+
+/** Requests through `app.inject`: no socket, Fastify's full request pipeline. */
+export async function injectClient(overrides: Partial<Config> = {}, options: AppOptions = {}): Promise<Client> {
+  const app = await buildApp(testConfig(overrides), options);
+  await app.ready();
+  return {
+    app,
+    async send({ method = 'GET', path, headers, body }) {
+      const res = await app.inject({ method: method as 'GET', url: path, headers, payload: body });
+      return response(res.statusCode, res.headers, res.body);
+    },
+    close: () => app.close(),
+  };
+}
+
+/** Requests over real HTTP to the service listening on a free loopback port. */
+export async function httpClient(overrides: Partial<Config> = {}, options: AppOptions = {}): Promise<Client> {
+  const app = await buildApp(testConfig(overrides), options);
+  const origin = await app.listen({ host: '127.0.0.1', port: 0 });
+  return {
+    app,
+    async send({ method = 'GET', path, headers, body }) {
+      const res = await httpRequest(`${origin}${path}`, { method: method as 'GET', headers, body });
+      return response(res.statusCode, res.headers, await res.body.text());
+    },
+    close: () => app.close(),
+  };
+}
+
+export const transports = [
+  ['inject', injectClient],
+  ['http', httpClient],
+] as const;
+
+const UTC_TIMESTAMP = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
+
+/**
+ * Asserts a complete error response: status, JSON content type, X-Request-Id, and the
+ * envelope with exactly its five fields, the given code and details, a fresh UTC
+ * timestamp and the header's request id. Returns the envelope's `error` for further checks.
+ */
+export function assertEnvelope(
+  res: TestResponse,
+  status: number,
+  code: string,
+  details: unknown[] = [],
+): { code: string; message: string; details: unknown[]; timestamp: string; request_id: string } {
+  assert.equal(res.status, status, res.text);
+  assert.equal(res.headers['content-type'], 'application/json; charset=utf-8');
+  const id = res.headers['x-request-id'];
+  assert.equal(typeof id, 'string');
+  const body = res.json();
+  assert.deepEqual(Object.keys(body), ['error']);
+  assert.deepEqual(Object.keys(body.error), ['code', 'message', 'details', 'timestamp', 'request_id']);
+  assert.equal(body.error.code, code);
+  assert.equal(typeof body.error.message, 'string');
+  assert.ok(body.error.message.length > 0);
+  assert.deepEqual(body.error.details, details);
+  assert.match(body.error.timestamp, UTC_TIMESTAMP);
+  assert.ok(Math.abs(Date.parse(body.error.timestamp) - Date.now()) < 10_000, 'timestamp is now');
+  assert.equal(body.error.request_id, id);
+  return body.error;
+}
+
+/** The local date-time form of 2.1/2.4: no offset, always milliseconds. */
+export const LOCAL_TIMESTAMP = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}$/;
+
+/** Asserts a local timestamp is within a few seconds of now in this process's zone. */
+export function assertLocalNow(timestamp: string): void {
+  assert.match(timestamp, LOCAL_TIMESTAMP);
+  // Without an offset, Date reads it as local time: the same zone the server formats in.
+  assert.ok(Math.abs(new Date(timestamp).getTime() - Date.now()) < 10_000, `${timestamp} is now`);
+}
