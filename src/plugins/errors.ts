@@ -14,6 +14,7 @@ import {
   methodNotAllowed,
   validationError,
 } from '../errors.js';
+import { utcDateTime } from '../lib/local-time.js';
 import { validationDetails } from './validation.js';
 
 declare module 'fastify' {
@@ -34,7 +35,7 @@ function envelope(error: ApiError, requestId: string): ErrorEnvelope {
       code: error.code,
       message: error.message,
       details: error.details,
-      timestamp: new Date().toISOString(),
+      timestamp: utcDateTime(),
       request_id: requestId,
     },
   };

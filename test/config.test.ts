@@ -1,0 +1,87 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { ConfigError, DEFAULT_CONFIG, loadConfig } from '../src/config.js';
+
+describe('loadConfig', () => {
+  it('defaults to port 8080 on all interfaces, context path /, info logs, 1 MiB bodies, 10 s shutdown', () => {
+    assert.deepEqual(loadConfig([], {}), {
+      port: 8080,
+      host: '0.0.0.0',
+      contextPath: '/',
+      logLevel: 'info',
+      bodyLimit: 1048576,
+      shutdownTimeoutMs: 10000,
+    });
+    assert.deepEqual(loadConfig([], {}), DEFAULT_CONFIG);
+  });
+
+  it('reads every variable', () => {
+    const env = {
+      PORT: '9000',
+      HOST: '127.0.0.1',
+      CONTEXT_PATH: '/svc',
+      LOG_LEVEL: 'debug',
+      BODY_LIMIT: '2048',
+      SHUTDOWN_TIMEOUT_MS: '0',
+    };
+    assert.deepEqual(loadConfig([], env), {
+      port: 9000,
+      host: '127.0.0.1',
+      contextPath: '/svc',
+      logLevel: 'debug',
+      bodyLimit: 2048,
+      shutdownTimeoutMs: 0,
+    });
+  });
+
+  it('lets --port and --host win over PORT and HOST', () => {
+    const config = loadConfig(['--port', '9001', '--host=::1'], { PORT: '9000', HOST: '127.0.0.1' });
+    assert.equal(config.port, 9001);
+    assert.equal(config.host, '::1');
+  });
+
+  it('reads an empty variable as unset', () => {
+    assert.equal(loadConfig([], { PORT: '' }).port, 8080);
+  });
+
+  it('normalises the context path', () => {
+    assert.equal(loadConfig([], { CONTEXT_PATH: '/svc/' }).contextPath, '/svc');
+    assert.equal(loadConfig([], { CONTEXT_PATH: '/a/b' }).contextPath, '/a/b');
+    assert.equal(loadConfig([], { CONTEXT_PATH: '/' }).contextPath, '/');
+  });
+
+  const bad: [string[], Record<string, string>, string][] = [
+    [[], { PORT: 'abc' }, 'invalid PORT "abc": must be an integer from 0 to 65535'],
+    [[], { PORT: '65536' }, 'invalid PORT "65536": must be an integer from 0 to 65535'],
+    [[], { PORT: '-1' }, 'invalid PORT "-1": must be an integer from 0 to 65535'],
+    [[], { PORT: '80.5' }, 'invalid PORT "80.5": must be an integer from 0 to 65535'],
+    [[], { HOST: 'a b' }, 'invalid HOST "a b": must be a host name or IP address'],
+    [[], { CONTEXT_PATH: 'svc' }, 'invalid CONTEXT_PATH "svc": must be "/" or a path such as "/svc"'],
+    [[], { CONTEXT_PATH: '/a//b' }, 'invalid CONTEXT_PATH "/a//b": must be "/" or a path such as "/svc"'],
+    [[], { CONTEXT_PATH: '/a b' }, 'invalid CONTEXT_PATH "/a b": must be "/" or a path such as "/svc"'],
+    [
+      [],
+      { LOG_LEVEL: 'loud' },
+      'invalid LOG_LEVEL "loud": must be one of fatal, error, warn, info, debug, trace, silent',
+    ],
+    [[], { BODY_LIMIT: '0' }, 'invalid BODY_LIMIT "0": must be an integer from 1 to 2147483647'],
+    [[], { BODY_LIMIT: '1mb' }, 'invalid BODY_LIMIT "1mb": must be an integer from 1 to 2147483647'],
+    [
+      [],
+      { SHUTDOWN_TIMEOUT_MS: 'soon' },
+      'invalid SHUTDOWN_TIMEOUT_MS "soon": must be an integer from 0 to 2147483647',
+    ],
+    [['--port', 'abc'], {}, 'invalid --port "abc": must be an integer from 0 to 65535'],
+  ];
+  for (const [argv, env, message] of bad) {
+    it(`rejects ${argv.join(' ') || JSON.stringify(env)} naming it`, () => {
+      assert.throws(() => loadConfig(argv, env), new ConfigError(message));
+    });
+  }
+
+  it('rejects unknown flags and stray arguments', () => {
+    assert.throws(() => loadConfig(['--nope'], {}), ConfigError);
+    assert.throws(() => loadConfig(['serve'], {}), ConfigError);
+    assert.throws(() => loadConfig(['--port'], {}), ConfigError);
+  });
+});

@@ -1,0 +1,82 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { type Client, injectClient } from '../helpers.js';
+
+const OPERATIONS = [
+  ['get', '/api/hello', 'getHello', [500]],
+  ['get', '/api/hello/{name}', 'getGreeting', [400, 500]],
+  ['get', '/api/search', 'search', [400, 500]],
+  ['post', '/api/echo', 'echo', [400, 413, 415, 500]],
+  ['get', '/healthz', 'getHealth', [500]],
+  ['get', '/readyz', 'getReadiness', [500, 503]],
+  ['get', '/openapi.json', 'getOpenApi', [500]],
+] as const;
+
+describe('GET /openapi.json', () => {
+  let client: Client;
+  let doc: any;
+  before(async () => {
+    client = await injectClient();
+    const res = await client.send({ path: '/openapi.json' });
+    assert.equal(res.status, 200);
+    assert.equal(res.headers['content-type'], 'application/json; charset=utf-8');
+    doc = res.json();
+  });
+  after(() => client.close());
+
+  it('is OpenAPI 3.1 with the service name and version', () => {
+    assert.equal(doc.openapi, '3.1.0');
+    assert.equal(doc.info.title, 'Greeting and Echo Service');
+    assert.match(doc.info.version, /^\d+\.\d+\.\d+/);
+  });
+
+  it('documents exactly the routes the service has, each with an id, summary and tags', () => {
+    const documented = Object.entries(doc.paths).flatMap(([path, item]) =>
+      Object.keys(item as object).map((method) => `${method} ${path}`),
+    );
+    assert.deepEqual(documented.sort(), OPERATIONS.map(([method, path]) => `${method} ${path}`).sort());
+    for (const [method, path, operationId] of OPERATIONS) {
+      const operation = doc.paths[path][method];
+      assert.equal(operation.operationId, operationId);
+      assert.equal(typeof operation.summary, 'string');
+      assert.ok(operation.tags.length > 0);
+    }
+  });
+
+  it('documents each error response with the shared envelope', () => {
+    for (const [method, path, , errors] of OPERATIONS) {
+      const responses = doc.paths[path][method].responses;
+      const statuses = Object.keys(responses).filter((s) => s !== '200');
+      assert.deepEqual(statuses, errors.map(String), `${method} ${path}`);
+      for (const status of statuses) {
+        assert.equal(responses[status].content['application/json'].schema.$ref, '#/components/schemas/ErrorEnvelope');
+        assert.ok(responses[status].description.length > 0);
+      }
+    }
+    const envelope = doc.components.schemas.ErrorEnvelope;
+    assert.deepEqual(envelope.required, ['error']);
+    assert.deepEqual(envelope.properties.error.required, ['code', 'message', 'details', 'timestamp', 'request_id']);
+  });
+
+  it('documents parameters from the validating schemas', () => {
+    const parameters = doc.paths['/api/search'].get.parameters;
+    const keyword = parameters.find((p: { name: string }) => p.name === 'keyword');
+    const page = parameters.find((p: { name: string }) => p.name === 'page');
+    assert.equal(keyword.in, 'query');
+    assert.equal(keyword.required, true);
+    assert.equal(page.required, false);
+    assert.equal(page.schema.type, 'integer');
+    assert.equal(page.schema.maximum, 2147483647);
+    const name = doc.paths['/api/hello/{name}'].get.parameters[0];
+    assert.deepEqual([name.name, name.in, name.required], ['name', 'path', true]);
+    assert.equal(doc.paths['/api/echo'].post.requestBody.content['application/json'].schema.type, 'object');
+  });
+
+  it('documents every success body', () => {
+    for (const [method, path] of OPERATIONS) {
+      assert.ok(doc.paths[path][method].responses['200'].content['application/json'].schema, `${method} ${path}`);
+    }
+    const hello = doc.paths['/api/hello'].get.responses['200'].content['application/json'].schema;
+    assert.deepEqual(hello.required, ['message', 'timestamp']);
+  });
+});
