@@ -73,11 +73,16 @@ export class ApiError extends Error {
  * (404 NOT_FOUND, 415 UNSUPPORTED_MEDIA_TYPE, 431 REQUEST_HEADER_FIELDS_TOO_LARGE), as the
  * contract's codes are, except 500, which is INTERNAL_ERROR.
  */
-export function apiError(status: number, message?: string, details: ErrorDetail[] = []): ApiError {
+export function apiError(
+  status: number,
+  message?: string,
+  details: ErrorDetail[] = [],
+  headers: Record<string, string> = {},
+): ApiError {
   if (status === 500) return new ApiError(500, INTERNAL_ERROR, GENERIC_MESSAGE);
   const phrase = STATUS_CODES[status] ?? 'Error';
   const code = phrase.toUpperCase().replace(/[^A-Z0-9]+/g, '_');
-  return new ApiError(status, code, message ?? `${phrase}.`, details);
+  return new ApiError(status, code, message ?? `${phrase}.`, details, headers);
 }
 
 /** A 400 naming each invalid field. */
@@ -91,9 +96,7 @@ export function malformedJson(message: string): ApiError {
 
 export function methodNotAllowed(method: string, allow: readonly string[]): ApiError {
   const list = allow.join(', ');
-  return new ApiError(405, 'METHOD_NOT_ALLOWED', `${method} is not allowed here; allowed: ${list}.`, [], {
-    allow: list,
-  });
+  return apiError(405, `${method} is not allowed here; allowed: ${list}.`, [], { allow: list });
 }
 
 /** The generic error a client gets for any failure of ours: nothing internal in it. */

@@ -16,11 +16,15 @@ const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
 
 /**
  * The only request bodies accepted are JSON: `application/json` or any `application/*+json`
- * (such as `application/merge-patch+json`), in UTF-8 as RFC 8259 requires. Every other
+ * (such as `application/merge-patch+json`), in UTF-8 as RFC 8259 requires, uncompressed. Every other
  * media type, and a body with no Content-Type, is a 415 (Fastify raises it when no parser
  * matches). An empty body is no body: schema validation then reports it as missing.
  */
 function parseJsonBody(request: FastifyRequest, body: Buffer): unknown {
+  const encoding = request.headers['content-encoding'];
+  if (encoding !== undefined && encoding.toLowerCase() !== 'identity') {
+    throw apiError(415, `The content encoding ${encoding} is not supported; send the body uncompressed.`);
+  }
   const charset = request.headers['content-type']?.match(/;\s*charset\s*=\s*"?([^";\s]+)/i)?.[1];
   if (charset !== undefined && !/^utf-?8$/i.test(charset)) {
     throw apiError(415, `The charset ${charset} is not supported; JSON bodies must be UTF-8.`);

@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
+import { gzipSync } from 'node:zlib';
 import fc from 'fast-check';
 import { compactJson } from '../../src/lib/json-text.js';
 import { assertEnvelope, assertLocalNow, type Client, type TestResponse, transports } from '../helpers.js';
@@ -145,6 +146,12 @@ for (const [transport, connect] of transports) {
         'UNSUPPORTED_MEDIA_TYPE',
       );
       assert.equal(error.message, 'The charset latin1 is not supported; JSON bodies must be UTF-8.');
+    });
+
+    it('rejects a compressed body', async () => {
+      const headers = { 'content-type': 'application/json', 'content-encoding': 'gzip' };
+      const error = assertEnvelope(await echo(gzipSync('{}'), headers), 415, 'UNSUPPORTED_MEDIA_TYPE');
+      assert.equal(error.message, 'The content encoding gzip is not supported; send the body uncompressed.');
     });
 
     it('rejects a body over the limit', async () => {
