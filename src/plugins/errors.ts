@@ -56,7 +56,7 @@ const FRAMEWORK_ERRORS: Record<string, (error: FastifyError, request: FastifyReq
     validationError([{ field: 'path', message: 'must be valid percent-encoded UTF-8', value: request.url }]),
 };
 
-function toApiError(error: FastifyError, request: FastifyRequest): ApiError {
+function toApiError(error: FastifyError | ApiError, request: FastifyRequest): ApiError {
   if (error instanceof ApiError) return error;
   if (error.validation !== undefined && error.validationContext !== undefined) {
     return validationError(validationDetails(error.validation, error.validationContext, request));
@@ -74,7 +74,7 @@ function toApiError(error: FastifyError, request: FastifyRequest): ApiError {
 }
 
 /** The error handler of every route and of the errors Fastify raises before routing. */
-export function sendError(error: FastifyError, request: FastifyRequest, reply: FastifyReply): FastifyReply {
+export function sendError(error: FastifyError | ApiError, request: FastifyRequest, reply: FastifyReply): FastifyReply {
   const shaped = toApiError(error, request);
   if (shaped.statusCode >= 500 && !(error instanceof ApiError)) request.failure = error;
   return reply
@@ -137,7 +137,7 @@ export const errorsPlugin = fp(
         allow.length > 0
           ? methodNotAllowed(request.method, allow)
           : apiError(404, `No route for ${request.method} ${path}.`);
-      return sendError(error as FastifyError, request, reply);
+      return sendError(error, request, reply);
     });
   },
   { name: 'errors' },
