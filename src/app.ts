@@ -7,6 +7,7 @@ import { jsonBodyPlugin } from './plugins/json-body.js';
 import { openapiPlugin, openapiRoute } from './plugins/openapi.js';
 import { requestId, requestIdPlugin } from './plugins/request-id.js';
 import { RequestLog } from './plugins/request-log.js';
+import { shutdownPlugin } from './plugins/shutdown.js';
 import { validationPlugin } from './plugins/validation.js';
 import { echoRoutes } from './routes/echo.js';
 import { healthRoutes } from './routes/health.js';
@@ -46,6 +47,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   await app.register(validationPlugin);
   await app.register(jsonBodyPlugin);
   await app.register(requestIdPlugin);
+  await app.register(shutdownPlugin);
   await app.register(openapiPlugin);
 
   await app.register(

@@ -1,15 +1,39 @@
 #!/usr/bin/env node
-import { buildApp } from './app.js';
-import { ConfigError, loadConfig } from './config.js';
+import type { FastifyInstance } from 'fastify';
+import { type Config, ConfigError, loadConfig } from './config.js';
 
 /**
  * Process entry: read the configuration, listen, and shut down gracefully on SIGTERM/SIGINT:
  * readiness turns 503, the listener closes so no new connection is accepted, in-flight
  * requests finish, and the process exits 0; if they have not finished within
- * SHUTDOWN_TIMEOUT_MS, it exits 1.
+ * SHUTDOWN_TIMEOUT_MS, it exits 1. A second signal forces an immediate exit 1.
  */
 
-let config: ReturnType<typeof loadConfig>;
+let config: Config;
+let app: FastifyInstance | undefined;
+let stopping = false;
+
+// Installed first, so that a signal during start-up is handled too, not fatal.
+process.on('SIGTERM', shutdown);
+process.on('SIGINT', shutdown);
+
+async function shutdown(signal: NodeJS.Signals): Promise<void> {
+  if (stopping) {
+    app?.log.warn({ signal }, 'second signal: exiting without waiting');
+    process.exit(1);
+  }
+  stopping = true;
+  if (app === undefined) process.exit(0); // nothing is served yet, so nothing to drain
+  app.log.info({ signal, timeout_ms: config.shutdownTimeoutMs }, 'shutting down');
+  setTimeout(() => {
+    app?.log.error({ timeout_ms: config.shutdownTimeoutMs }, 'in-flight requests did not finish in time');
+    process.exit(1);
+  }, config.shutdownTimeoutMs).unref();
+  await app.close();
+  app.log.info('stopped');
+  process.exit(0);
+}
+
 try {
   config = loadConfig(process.argv.slice(2), process.env);
 } catch (error) {
@@ -18,28 +42,12 @@ try {
   process.exit(1);
 }
 
-const app = await buildApp(config);
+// Loaded only once the configuration is known to be good, so a bad one fails fast.
+const { buildApp } = await import('./app.js');
+app = await buildApp(config);
 try {
   await app.listen({ port: config.port, host: config.host });
 } catch (error) {
   app.log.fatal({ err: error }, 'could not start listening');
   process.exit(1);
 }
-
-let stopping = false;
-async function shutdown(signal: NodeJS.Signals): Promise<void> {
-  if (stopping) return;
-  stopping = true;
-  app.log.info({ signal, timeout_ms: config.shutdownTimeoutMs }, 'shutting down');
-  const deadline = setTimeout(() => {
-    app.log.error({ timeout_ms: config.shutdownTimeoutMs }, 'in-flight requests did not finish in time');
-    process.exit(1);
-  }, config.shutdownTimeoutMs);
-  deadline.unref();
-  await app.close();
-  app.log.info('stopped');
-  process.exit(0);
-}
-
-process.once('SIGTERM', shutdown);
-process.once('SIGINT', shutdown);

@@ -4,15 +4,9 @@ import { apiError, errorResponses } from '../errors.js';
 
 /**
  * Liveness and readiness, for load balancers and orchestrators. Readiness turns 503 as soon
- * as shutdown begins (Fastify's preClose), so traffic drains away while in-flight requests finish.
+ * as shutdown begins, so traffic drains away while in-flight requests finish.
  */
 export const healthRoutes: FastifyPluginAsyncTypebox = async (app) => {
-  let shuttingDown = false;
-  app.addHook('preClose', (done) => {
-    shuttingDown = true;
-    done();
-  });
-
   app.get(
     '/healthz',
     {
@@ -42,7 +36,7 @@ export const healthRoutes: FastifyPluginAsyncTypebox = async (app) => {
       },
     },
     async () => {
-      if (shuttingDown) throw apiError(503, 'The service is shutting down.');
+      if (app.draining) throw apiError(503, 'The service is shutting down.');
       return { status: 'ready' as const };
     },
   );

@@ -1,0 +1,607 @@
+import assert from 'node:assert/strict';
+import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { connect, type Socket } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { performance } from 'node:perf_hooks';
+import { after, before, describe, it } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import { request } from 'undici';
+
+/**
+ * The process entry, built to dist/server.js (npm run test:unit builds first), run as a real child process: configuration errors,
+ * flags, graceful shutdown on SIGTERM/SIGINT, the shutdown deadline, and the time zone.
+ */
+
+const ROOT = fileURLToPath(new URL('..', import.meta.url));
+
+/** `YYYY-MM-DDTHH:mm:ss.SSS`: local date-time, always milliseconds, no offset. */
+const LOCAL_TIMESTAMP = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}$/;
+
+/** Every variable src/config.ts reads: a value inherited from the test's own environment must not leak in. */
+const CONFIG_VARIABLES = ['PORT', 'HOST', 'CONTEXT_PATH', 'LOG_LEVEL', 'BODY_LIMIT', 'SHUTDOWN_TIMEOUT_MS'];
+
+type LogLine = Record<string, unknown>;
+
+interface Exit {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+  /** performance.now() when the process exited. */
+  at: number;
+}
+
+interface ServerProcess {
+  readonly child: ChildProcess;
+  /** Standard output, one entry per line: the parsed JSON, or `{ raw }` for a line that is not JSON. */
+  readonly lines: LogLine[];
+  stdout(): string;
+  stderr(): string;
+  /** The first log line, already written or still to come, that matches. */
+  waitForLog(predicate: (line: LogLine) => boolean, timeoutMs?: number): Promise<LogLine>;
+  /** Settles once the process has exited and its output has been read to the end. */
+  readonly exited: Promise<Exit>;
+  /** SIGKILL, unless the process has exited already. */
+  kill(): void;
+}
+
+interface RunningServer extends ServerProcess {
+  readonly port: number;
+}
+
+/** Every child started by this file, killed in the final `after` whatever happened. */
+const children = new Set<ServerProcess>();
+
+const LISTENING = /^Server listening at http:\/\/127\.0\.0\.1:(\d+)$/;
+
+async function spawnServer(env: Record<string, string> = {}, args: string[] = []): Promise<ServerProcess> {
+  const childEnv: NodeJS.ProcessEnv = { ...process.env };
+  for (const name of [...CONFIG_VARIABLES, 'NODE_TEST_CONTEXT']) delete childEnv[name];
+  Object.assign(childEnv, { PORT: '0', HOST: '127.0.0.1' }, env);
+
+  const child = spawn(process.execPath, ['dist/server.js', ...args], {
+    cwd: ROOT,
+    env: childEnv,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const lines: LogLine[] = [];
+  const waiters = new Set<{ predicate: (line: LogLine) => boolean; resolve: (line: LogLine) => void }>();
+  let stdout = '';
+  let stderr = '';
+  let partial = '';
+  let closed = false;
+  let exitedAt = 0;
+
+  const addLine = (text: string): void => {
+    let line: LogLine;
+    try {
+      const parsed: unknown = JSON.parse(text);
+      line = typeof parsed === 'object' && parsed !== null ? (parsed as LogLine) : { raw: text };
+    } catch {
+      line = { raw: text };
+    }
+    lines.push(line);
+    for (const waiter of waiters) {
+      if (waiter.predicate(line)) {
+        waiters.delete(waiter);
+        waiter.resolve(line);
+      }
+    }
+  };
+
+  child.stdout?.setEncoding('utf8');
+  child.stdout?.on('data', (chunk: string) => {
+    stdout += chunk;
+    const parts = (partial + chunk).split('\n');
+    partial = parts.pop() ?? '';
+    for (const part of parts) if (part !== '') addLine(part);
+  });
+  child.stderr?.setEncoding('utf8');
+  child.stderr?.on('data', (chunk: string) => {
+    stderr += chunk;
+  });
+  child.on('exit', () => {
+    exitedAt = performance.now();
+  });
+
+  const exited = new Promise<Exit>((resolve) => {
+    child.on('error', () => {
+      resolve({ code: null, signal: null, at: performance.now() });
+    });
+    child.on('close', (code, signal) => {
+      if (partial !== '') addLine(partial);
+      closed = true;
+      resolve({ code, signal, at: exitedAt || performance.now() });
+    });
+  });
+
+  const server: ServerProcess = {
+    child,
+    lines,
+    stdout: () => stdout,
+    stderr: () => stderr,
+    exited,
+    waitForLog(predicate, timeoutMs = 10_000) {
+      const found = lines.find(predicate);
+      if (found !== undefined) return Promise.resolve(found);
+      const describe = () => `\nstdout:\n${stdout}\nstderr:\n${stderr}`;
+      if (closed) return Promise.reject(new Error(`the process exited without writing the log line${describe()}`));
+      return new Promise<LogLine>((resolve, reject) => {
+        const waiter = {
+          predicate,
+          resolve: (line: LogLine) => {
+            clearTimeout(timer);
+            resolve(line);
+          },
+        };
+        const timer = setTimeout(() => {
+          waiters.delete(waiter);
+          reject(new Error(`no such log line within ${timeoutMs} ms${describe()}`));
+        }, timeoutMs);
+        waiters.add(waiter);
+        void exited.then(() => {
+          if (!waiters.delete(waiter)) return;
+          clearTimeout(timer);
+          reject(new Error(`the process exited without writing the log line${describe()}`));
+        });
+      });
+    },
+    kill() {
+      if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+    },
+  };
+  children.add(server);
+  return server;
+}
+
+/** Spawns the server and resolves once it logs that it is listening, with the port it logs. */
+async function startServer(env: Record<string, string> = {}, args: string[] = []): Promise<RunningServer> {
+  const server = await spawnServer(env, args);
+  try {
+    const line = await server.waitForLog((l) => typeof l.msg === 'string' && LISTENING.test(l.msg), 20_000);
+    const port = Number(LISTENING.exec(line.msg as string)?.[1]);
+    return Object.assign(server, { port });
+  } catch (error) {
+    server.kill();
+    throw error;
+  }
+}
+
+function withTimeout<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`${what}: nothing within ${ms} ms`)), ms);
+  });
+  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
+}
+
+const isShuttingDown = (signal: string) => (line: LogLine) => line.msg === 'shutting down' && line.signal === signal;
+
+async function get(port: number, path: string): Promise<{ status: number; body: any }> {
+  // reset: no keep-alive socket is left behind in undici's pool.
+  const res = await request(`http://127.0.0.1:${port}${path}`, { reset: true });
+  return { status: res.statusCode, body: await res.body.json() };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Raw HTTP/1.1 over a socket, for requests held half-sent and for pipelining.
+
+interface RawResponse {
+  status: number;
+  headers: Record<string, string>;
+  text: string;
+  json(): any;
+}
+
+/** Reads the responses arriving on a socket, in order; only Content-Length bodies (all this service sends). */
+class ResponseReader {
+  private buffer = Buffer.alloc(0);
+  private wake: (() => void) | undefined;
+  /** The connection is closed (by either side); `closedAt` is when, as performance.now(). */
+  ended = false;
+  closedAt: number | undefined;
+  error: Error | undefined;
+
+  constructor(readonly socket: Socket) {
+    socket.on('data', (chunk: Buffer) => {
+      this.buffer = Buffer.concat([this.buffer, chunk]);
+      this.wake?.();
+    });
+    socket.on('error', (error) => {
+      this.error = error;
+    });
+    socket.on('close', () => {
+      this.ended = true;
+      this.closedAt = performance.now();
+      this.wake?.();
+    });
+  }
+
+  private parse(): RawResponse | undefined {
+    const end = this.buffer.indexOf('\r\n\r\n');
+    if (end === -1) return undefined;
+    const [statusLine = '', ...headerLines] = this.buffer.subarray(0, end).toString('latin1').split('\r\n');
+    const match = /^HTTP\/1\.1 (\d{3}) /.exec(statusLine);
+    if (match === null) throw new Error(`not an HTTP/1.1 status line: ${JSON.stringify(statusLine)}`);
+    const status = Number(match[1]);
+    const headers: Record<string, string> = {};
+    for (const line of headerLines) {
+      const colon = line.indexOf(':');
+      headers[line.slice(0, colon).trim().toLowerCase()] = line.slice(colon + 1).trim();
+    }
+    let length = 0;
+    if (status >= 200) {
+      const declared = headers['content-length'];
+      if (declared === undefined) throw new Error(`a response without Content-Length: ${statusLine}`);
+      length = Number(declared);
+    }
+    if (this.buffer.length < end + 4 + length) return undefined;
+    const text = this.buffer.subarray(end + 4, end + 4 + length).toString('utf8');
+    this.buffer = this.buffer.subarray(end + 4 + length);
+    return { status, headers, text, json: () => JSON.parse(text) };
+  }
+
+  /** The next response, interim (1xx) ones included. */
+  async next(timeoutMs = 10_000): Promise<RawResponse> {
+    const deadline = performance.now() + timeoutMs;
+    for (;;) {
+      const response = this.parse();
+      if (response !== undefined) return response;
+      if (this.ended) {
+        throw new Error(
+          `the server closed the connection before a complete response${this.error ? ` (${this.error.message})` : ''}; ` +
+            `unread bytes: ${JSON.stringify(this.buffer.toString('latin1'))}`,
+        );
+      }
+      const left = deadline - performance.now();
+      if (left <= 0) throw new Error(`no complete response within ${timeoutMs} ms`);
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, left);
+        this.wake = () => {
+          clearTimeout(timer);
+          this.wake = undefined;
+          resolve();
+        };
+      });
+    }
+  }
+}
+
+function connectTo(port: number): Promise<Socket> {
+  return new Promise((resolve, reject) => {
+    const socket = connect(port, '127.0.0.1');
+    socket.once('connect', () => {
+      socket.off('error', reject);
+      resolve(socket);
+    });
+    socket.once('error', reject);
+  });
+}
+
+/** Retries a new connection until one is refused: the listener is closed. */
+async function assertListenerClosed(port: number, withinMs = 2_000): Promise<void> {
+  const deadline = performance.now() + withinMs;
+  for (;;) {
+    try {
+      const socket = await connectTo(port);
+      socket.destroy();
+    } catch (error) {
+      assert.equal((error as NodeJS.ErrnoException).code, 'ECONNREFUSED');
+      return;
+    }
+    if (performance.now() > deadline)
+      assert.fail(`port ${port} still accepts connections ${withinMs} ms into shutdown`);
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+}
+
+const SLOW_BODY = '{"slow":true}';
+const SENT_FIRST = 4;
+
+interface HeldRequest {
+  socket: Socket;
+  reader: ResponseReader;
+  /** The part of the body not sent yet. */
+  rest: string;
+}
+
+/**
+ * Starts POST /api/echo on a new connection and sends only the first bytes of its body, so
+ * the request stays in flight until the rest is written. `Expect: 100-continue` makes the
+ * server answer `100 Continue` once it has read the headers and dispatched the request, so
+ * the test knows the request is in flight before it signals the process, without sleeping.
+ */
+async function holdEchoRequest(port: number): Promise<HeldRequest> {
+  const socket = await connectTo(port);
+  const reader = new ResponseReader(socket);
+  socket.write(
+    'POST /api/echo HTTP/1.1\r\n' +
+      `Host: 127.0.0.1:${port}\r\n` +
+      'Content-Type: application/json\r\n' +
+      `Content-Length: ${Buffer.byteLength(SLOW_BODY)}\r\n` +
+      'Expect: 100-continue\r\n' +
+      '\r\n' +
+      SLOW_BODY.slice(0, SENT_FIRST),
+  );
+  const interim = await reader.next();
+  assert.equal(interim.status, 100, 'the server has read the headers');
+  return { socket, reader, rest: SLOW_BODY.slice(SENT_FIRST) };
+}
+
+function assertEcho(res: RawResponse): void {
+  assert.equal(res.status, 200, res.text);
+  const body = res.json();
+  assert.deepEqual(body.received, { slow: true });
+  assert.equal(body.echo, true);
+  assert.match(body.timestamp, LOCAL_TIMESTAMP);
+}
+
+/** The 503 of /readyz while shutting down: the error envelope with its request id. */
+function assertUnavailable(res: RawResponse): void {
+  assert.equal(res.status, 503, res.text);
+  assert.equal(res.headers['content-type'], 'application/json; charset=utf-8');
+  const body = res.json();
+  assert.deepEqual(Object.keys(body), ['error']);
+  assert.equal(body.error.code, 'SERVICE_UNAVAILABLE');
+  assert.equal(typeof body.error.message, 'string');
+  assert.equal(body.error.request_id, res.headers['x-request-id']);
+}
+
+const exitOf = (exit: Exit) => ({ code: exit.code, signal: exit.signal });
+
+describe('server process (dist/server.js)', { concurrency: true }, () => {
+  after(() => {
+    for (const child of children) child.kill();
+  });
+
+  it('SIGTERM: closes the listener, finishes the request in flight, exits 0', { timeout: 60_000 }, async () => {
+    const timeoutMs = 5_000;
+    const server = await startServer({ SHUTDOWN_TIMEOUT_MS: String(timeoutMs) });
+    let held: HeldRequest | undefined;
+    try {
+      held = await holdEchoRequest(server.port);
+      const signalledAt = performance.now();
+      server.child.kill('SIGTERM');
+      await server.waitForLog(isShuttingDown('SIGTERM'));
+
+      await assertListenerClosed(server.port);
+
+      held.socket.write(held.rest);
+      const res = await held.reader.next();
+      assertEcho(res);
+
+      // The client leaves its connection open, as an HTTP/1.1 keep-alive client does: closing
+      // it once the request in flight has been answered is up to the server.
+      const exit = await withTimeout(server.exited, timeoutMs + 5_000, 'exit after SIGTERM');
+      const tookMs = Math.round(exit.at - signalledAt);
+      const { closedAt } = held.reader;
+      const state =
+        `exited ${JSON.stringify(exitOf(exit))} ${tookMs} ms after SIGTERM. The echo response had ` +
+        `Connection: ${res.headers.connection ?? '(none)'}; the server closed the connection ` +
+        `${closedAt === undefined ? 'never' : `${Math.round(closedAt - signalledAt)} ms after SIGTERM`}.` +
+        `\nstdout:\n${server.stdout()}`;
+      assert.deepEqual(exitOf(exit), { code: 0, signal: null }, state);
+      assert.ok(tookMs < timeoutMs, state);
+    } finally {
+      held?.socket.destroy();
+      server.kill();
+    }
+  });
+
+  it('SIGTERM: /readyz is 503 when pipelined behind the request in flight', { timeout: 60_000 }, async () => {
+    const server = await startServer({ SHUTDOWN_TIMEOUT_MS: '5000' });
+    let held: HeldRequest | undefined;
+    try {
+      held = await holdEchoRequest(server.port);
+      server.child.kill('SIGTERM');
+      await server.waitForLog(isShuttingDown('SIGTERM'));
+
+      // The rest of the echo body and a whole second request, in one write.
+      held.socket.write(`${held.rest}GET /readyz HTTP/1.1\r\nHost: 127.0.0.1:${server.port}\r\n\r\n`);
+      assertEcho(await held.reader.next());
+      assertUnavailable(await held.reader.next());
+
+      const exit = await withTimeout(server.exited, 10_000, 'exit after SIGTERM');
+      assert.deepEqual(exitOf(exit), { code: 0, signal: null }, server.stdout());
+    } finally {
+      held?.socket.destroy();
+      server.kill();
+    }
+  });
+
+  it('SIGTERM: gives up on a request still in flight after SHUTDOWN_TIMEOUT_MS, exits 1', {
+    timeout: 60_000,
+  }, async () => {
+    const timeoutMs = 300;
+    const server = await startServer({ SHUTDOWN_TIMEOUT_MS: String(timeoutMs) });
+    let held: HeldRequest | undefined;
+    try {
+      held = await holdEchoRequest(server.port); // the rest of the body never comes
+      const signalledAt = performance.now();
+      server.child.kill('SIGTERM');
+      const exit = await withTimeout(server.exited, timeoutMs + 5_000, 'exit after SIGTERM');
+      const tookMs = Math.round(exit.at - signalledAt);
+      assert.deepEqual(exitOf(exit), { code: 1, signal: null }, server.stdout());
+      assert.ok(tookMs >= timeoutMs - 20, `waited for the timeout: exited ${tookMs} ms after SIGTERM`);
+      assert.ok(tookMs < timeoutMs + 2_000, `exited soon after the timeout: ${tookMs} ms after SIGTERM`);
+      assert.ok(
+        server.lines.some((line) => typeof line.msg === 'string' && /in-flight requests did not finish/.test(line.msg)),
+        `a log line says why\nstdout:\n${server.stdout()}`,
+      );
+    } finally {
+      held?.socket.destroy();
+      server.kill();
+    }
+  });
+
+  it('SIGINT shuts down like SIGTERM: exits 0', { timeout: 60_000 }, async () => {
+    const server = await startServer({ SHUTDOWN_TIMEOUT_MS: '5000' });
+    try {
+      // Sent as soon as the listening line is out: the handlers are installed before start-up.
+      server.child.kill('SIGINT');
+      const exit = await withTimeout(server.exited, 10_000, 'exit after SIGINT');
+      assert.deepEqual(exitOf(exit), { code: 0, signal: null }, server.stdout());
+      assert.ok(server.lines.some(isShuttingDown('SIGINT')), server.stdout());
+      assert.ok(
+        server.lines.some((line) => line.msg === 'stopped'),
+        server.stdout(),
+      );
+    } finally {
+      server.kill();
+    }
+  });
+
+  it('a second signal exits 1 at once, without waiting for the request in flight', { timeout: 60_000 }, async () => {
+    const server = await startServer({ SHUTDOWN_TIMEOUT_MS: '10000' });
+    let held: HeldRequest | undefined;
+    try {
+      held = await holdEchoRequest(server.port);
+      server.child.kill('SIGTERM');
+      await server.waitForLog(isShuttingDown('SIGTERM'));
+      const signalledAt = performance.now();
+      server.child.kill('SIGINT');
+      const exit = await withTimeout(server.exited, 5_000, 'exit after the second signal');
+      assert.deepEqual(exitOf(exit), { code: 1, signal: null }, server.stdout());
+      assert.ok(exit.at - signalledAt < 2_000, server.stdout());
+    } finally {
+      held?.socket.destroy();
+      server.kill();
+    }
+  });
+
+  it('--port and --host win over PORT and HOST', { timeout: 60_000 }, async () => {
+    // Were PORT or HOST used, it would listen on port 1, or fail on an address this host lacks.
+    const server = await startServer({ PORT: '1', HOST: '192.0.2.1' }, ['--port', '0', '--host', '127.0.0.1']);
+    try {
+      assert.notEqual(server.port, 1);
+      const res = await get(server.port, '/healthz');
+      assert.equal(res.status, 200);
+      assert.deepEqual(res.body, { status: 'ok' });
+    } finally {
+      server.kill();
+    }
+  });
+
+  describe('time zone: /api/hello is local time per TZ', { concurrency: true }, () => {
+    let kolkata: RunningServer | undefined;
+    let utc: RunningServer | undefined;
+
+    before(async () => {
+      const [k, u] = await Promise.allSettled([startServer({ TZ: 'Asia/Kolkata' }), startServer({ TZ: 'UTC' })]);
+      if (k.status === 'fulfilled') kolkata = k.value;
+      if (u.status === 'fulfilled') utc = u.value;
+      if (k.status === 'rejected') throw k.reason;
+      if (u.status === 'rejected') throw u.reason;
+    });
+    after(() => {
+      kolkata?.kill();
+      utc?.kill();
+    });
+
+    /** A fresh /api/hello timestamp, and it read as if it were UTC minus now: the zone's offset, in ms. */
+    async function hello(server: RunningServer | undefined): Promise<{ timestamp: string; offsetMs: number }> {
+      assert.ok(server, 'the server started');
+      const res = await get(server.port, '/api/hello');
+      assert.equal(res.status, 200);
+      assert.equal(res.body.message, 'Hello, World!');
+      const timestamp: string = res.body.timestamp;
+      assert.match(timestamp, LOCAL_TIMESTAMP);
+      return { timestamp, offsetMs: Date.parse(`${timestamp}Z`) - Date.now() };
+    }
+
+    it('TZ=Asia/Kolkata: UTC now + 05:30', async () => {
+      const { timestamp, offsetMs } = await hello(kolkata);
+      assert.ok(Math.abs(offsetMs - (5 * 60 + 30) * 60_000) < 5_000, `${timestamp} is UTC now + 5:30`);
+    });
+
+    it('TZ=UTC: UTC now', async () => {
+      const { timestamp, offsetMs } = await hello(utc);
+      assert.ok(Math.abs(offsetMs) < 5_000, `${timestamp} is UTC now`);
+    });
+
+    it("Java's LocalDateTime.parse reads the Asia/Kolkata timestamp", { timeout: 60_000 }, async (t) => {
+      if (spawnSync('java', ['-version']).status !== 0) {
+        t.skip('java not installed');
+        return;
+      }
+      const { timestamp } = await hello(kolkata);
+      const dir = await mkdtemp(join(tmpdir(), 'greeting-service-java-'));
+      try {
+        await writeFile(
+          join(dir, 'Parse.java'),
+          [
+            'import java.time.LocalDateTime;',
+            'import java.time.format.DateTimeFormatter;',
+            '',
+            'public class Parse {',
+            '  public static void main(String[] args) {',
+            '    LocalDateTime parsed = LocalDateTime.parse(args[0]);',
+            // toString() drops zero seconds and milliseconds; print every field instead.
+            '    System.out.println(parsed.format(DateTimeFormatter.ofPattern("uuuu-MM-dd\'T\'HH:mm:ss.SSS")));',
+            '  }',
+            '}',
+            '',
+          ].join('\n'),
+        );
+        // Single-file source launch (Java 11+); the JIT flags only make the short run cheaper.
+        const args = ['-XX:TieredStopAtLevel=1', '-XX:+UseSerialGC', 'Parse.java', timestamp];
+        const java = await new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve, reject) => {
+          const child = spawn('java', args, { cwd: dir });
+          let stdout = '';
+          let stderr = '';
+          child.stdout.on('data', (chunk) => {
+            stdout += chunk;
+          });
+          child.stderr.on('data', (chunk) => {
+            stderr += chunk;
+          });
+          child.on('error', reject);
+          child.on('close', (code) => resolve({ code, stdout, stderr }));
+        });
+        assert.equal(java.code, 0, java.stderr);
+        assert.equal(java.stdout.trim(), timestamp);
+      } finally {
+        await rm(dir, { recursive: true, force: true });
+      }
+    });
+  });
+
+  describe('bad configuration: one line on stderr, nothing on stdout, exit 1', { concurrency: true }, () => {
+    const cases: { name: string; env?: Record<string, string>; args?: string[]; names: string }[] = [
+      { name: 'PORT=abc', env: { PORT: 'abc' }, names: 'PORT "abc"' },
+      { name: 'PORT=70000', env: { PORT: '70000' }, names: 'PORT "70000"' },
+      { name: 'LOG_LEVEL=loud', env: { LOG_LEVEL: 'loud' }, names: 'LOG_LEVEL "loud"' },
+      { name: 'BODY_LIMIT=0', env: { BODY_LIMIT: '0' }, names: 'BODY_LIMIT "0"' },
+      { name: 'CONTEXT_PATH=no-slash', env: { CONTEXT_PATH: 'no-slash' }, names: 'CONTEXT_PATH "no-slash"' },
+      { name: 'SHUTDOWN_TIMEOUT_MS=-1', env: { SHUTDOWN_TIMEOUT_MS: '-1' }, names: 'SHUTDOWN_TIMEOUT_MS "-1"' },
+      { name: '--port abc', args: ['--port', 'abc'], names: '--port "abc"' },
+      { name: 'unknown flag --nope', args: ['--nope'], names: '--nope' },
+    ];
+    const results = new Map<string, { exit: Exit; stdout: string; stderr: string }>();
+
+    before(async () => {
+      await Promise.all(
+        cases.map(async ({ name, env, args }) => {
+          const server = await spawnServer(env, args);
+          try {
+            const exit = await withTimeout(server.exited, 20_000, `${name}: exit`);
+            results.set(name, { exit, stdout: server.stdout(), stderr: server.stderr() });
+          } finally {
+            server.kill();
+          }
+        }),
+      );
+    });
+
+    for (const { name, names } of cases) {
+      it(name, () => {
+        const result = results.get(name);
+        assert.ok(result, 'the process ran');
+        assert.deepEqual(exitOf(result.exit), { code: 1, signal: null }, result.stderr);
+        assert.equal(result.stdout, '');
+        assert.match(result.stderr, /^greeting-service: [^\n]+\n$/, 'exactly one line');
+        assert.ok(result.stderr.includes(names), `${JSON.stringify(result.stderr)} names ${names}`);
+      });
+    }
+  });
+});
