@@ -15,6 +15,7 @@ for (const [transport, connect] of transports) {
         '/svc/api/hello',
         '/svc/api/hello/x',
         '/svc/api/search?keyword=a',
+        '/svc/api/exchange?from=USD&to=EUR&amount=1',
         '/svc/healthz',
         '/svc/readyz',
         '/svc/openapi.json',

@@ -7,6 +7,7 @@ const OPERATIONS = [
   ['get', '/api/hello/{name}', 'getGreeting', [400, 500]],
   ['get', '/api/search', 'search', [400, 500]],
   ['post', '/api/echo', 'echo', [400, 413, 415, 500]],
+  ['get', '/api/exchange', 'exchange', [400, 422, 500]],
   ['get', '/healthz', 'getHealth', [500]],
   ['get', '/readyz', 'getReadiness', [500, 503]],
   ['get', '/openapi.json', 'getOpenApi', [500]],
@@ -70,6 +71,16 @@ describe('GET /openapi.json', () => {
     const name = doc.paths['/api/hello/{name}'].get.parameters[0];
     assert.deepEqual([name.name, name.in, name.required], ['name', 'path', true]);
     assert.equal(doc.paths['/api/echo'].post.requestBody.content['application/json'].schema.type, 'object');
+  });
+
+  it('documents the exchange amount as exact decimal text and the result as numbers', () => {
+    const exchange = doc.paths['/api/exchange'].get;
+    const amount = exchange.parameters.find((p: { name: string }) => p.name === 'amount');
+    assert.deepEqual([amount.in, amount.required, amount.schema.type], ['query', true, 'string']);
+    assert.equal(typeof amount.schema.pattern, 'string');
+    const result = exchange.responses['200'].content['application/json'].schema;
+    assert.deepEqual(result.required, ['from', 'to', 'amount', 'rate', 'result']);
+    assert.equal(result.properties.result.type, 'number');
   });
 
   it('documents every success body', () => {
