@@ -8,6 +8,7 @@ import { openapiPlugin, openapiRoute } from './plugins/openapi.js';
 import { requestId, requestIdPlugin } from './plugins/request-id.js';
 import { RequestLog } from './plugins/request-log.js';
 import { validationPlugin } from './plugins/validation.js';
+import { currencyRoutes } from './routes/currencies.js';
 import { echoRoutes } from './routes/echo.js';
 import { exchangeRoutes } from './routes/exchange.js';
 import { healthRoutes } from './routes/health.js';
@@ -55,6 +56,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
       await service.register(searchRoutes);
       await service.register(echoRoutes);
       await service.register(exchangeRoutes);
+      await service.register(currencyRoutes, { cursorSecret: config.cursorSecret });
       await service.register(healthRoutes);
       await service.register(openapiRoute);
     },

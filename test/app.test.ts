@@ -16,6 +16,8 @@ for (const [transport, connect] of transports) {
         '/svc/api/hello/x',
         '/svc/api/search?keyword=a',
         '/svc/api/exchange?from=USD&to=EUR&amount=1',
+        '/svc/api/currencies',
+        '/svc/api/currencies/EUR',
         '/svc/healthz',
         '/svc/readyz',
         '/svc/openapi.json',

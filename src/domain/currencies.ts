@@ -1,3 +1,5 @@
+import { type CollectionDefinition, decimalField, integerField, textField } from './collection.js';
+
 /**
  * The fixed table of currencies the service converts between. Codes, names and minor units
  * follow ISO 4217; the rates are approximate mid-market rates of the day below, rounded, and
@@ -63,3 +65,19 @@ const BY_CODE = new Map(CURRENCIES.map((currency) => [currency.code, currency]))
 export function findCurrency(code: string): Currency | undefined {
   return BY_CODE.get(code.toUpperCase());
 }
+
+/** The table as a collection: filter by code and minor units, search codes and names, sort by any field. */
+export const CURRENCY_COLLECTION: CollectionDefinition<Currency> = {
+  name: 'currencies',
+  items: () => CURRENCIES,
+  fields: {
+    code: textField({
+      searchable: true,
+      filter: { pattern: CURRENCY_CODE_PATTERN, values: 'currency codes', parse: (raw) => raw.toUpperCase() },
+    }),
+    name: textField({ searchable: true }),
+    minor_units: integerField({ filterable: true }),
+    rate: decimalField(),
+  },
+  key: 'code',
+};

@@ -5,7 +5,7 @@ import { errorResponses } from '../errors.js';
 import { VERSION } from '../version.js';
 
 const DESCRIPTION = `A small JSON-over-HTTP reference service: greetings, a search echo, a lossless JSON echo and
-currency conversion with a fixed table of rates.
+currency conversion with a fixed table of rates, listed as a paginated collection.
 
 Every error is the envelope \`{"error":{"code","message","details","timestamp","request_id"}}\`.
 Any path answers 404 \`NOT_FOUND\` when no route matches it, and 405 \`METHOD_NOT_ALLOWED\`
@@ -31,6 +31,7 @@ export const openapiPlugin = fp(
           { name: 'search', description: 'Search echo' },
           { name: 'echo', description: 'JSON echo' },
           { name: 'exchange', description: 'Currency conversion' },
+          { name: 'currencies', description: 'The currencies of the exchange table' },
           { name: 'operations', description: 'Health, readiness and this document' },
         ],
       },
