@@ -71,7 +71,7 @@ export interface CursorPage<T> {
   readonly pagination: { next_cursor: string; has_more: boolean; limit: number };
 }
 
-/** A parameter the collection refuses, the value as it was given. */
+/** A parameter the collection refuses, with its value as the collection received it (a number as read). */
 export interface QueryIssue {
   readonly field: string;
   readonly message: string;
