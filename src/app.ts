@@ -9,7 +9,9 @@ import { requestId, requestIdPlugin } from './plugins/request-id.js';
 import { RequestLog } from './plugins/request-log.js';
 import { shutdownPlugin } from './plugins/shutdown.js';
 import { validationPlugin } from './plugins/validation.js';
+import { currencyRoutes } from './routes/currencies.js';
 import { echoRoutes } from './routes/echo.js';
+import { exchangeRoutes } from './routes/exchange.js';
 import { healthRoutes } from './routes/health.js';
 import { helloRoutes } from './routes/hello.js';
 import { searchRoutes } from './routes/search.js';
@@ -55,6 +57,8 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
       await service.register(helloRoutes);
       await service.register(searchRoutes);
       await service.register(echoRoutes);
+      await service.register(exchangeRoutes);
+      await service.register(currencyRoutes, { cursorSecret: config.cursorSecret });
       await service.register(healthRoutes);
       await service.register(openapiRoute);
     },

@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { parseArgs } from 'node:util';
 
 /** Everything the service reads from its environment, parsed and validated once at start-up. */
@@ -11,6 +12,8 @@ export interface Config {
   bodyLimit: number;
   /** How long in-flight requests may run after SIGTERM/SIGINT before the process gives up on them. */
   shutdownTimeoutMs: number;
+  /** Key of the HMAC that signs pagination cursors: instances that share it accept each other's cursors. */
+  cursorSecret: string;
 }
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
@@ -23,7 +26,11 @@ export const DEFAULT_CONFIG: Readonly<Config> = {
   logLevel: 'info',
   bodyLimit: 1024 * 1024,
   shutdownTimeoutMs: 10_000,
+  // A fresh key per process: cursors work with the instance that issued them, until it restarts.
+  cursorSecret: randomBytes(32).toString('base64url'),
 };
+
+const MIN_SECRET_LENGTH = 32;
 
 /** A configuration value that cannot be used; its message is the one line printed before exit 1. */
 export class ConfigError extends Error {
@@ -62,16 +69,24 @@ const parsers: { [K in keyof Config]: Parse<Config[K]> } = {
   },
   bodyLimit: integer(1, 2 ** 31 - 1),
   shutdownTimeoutMs: integer(0, 2 ** 31 - 1),
+  cursorSecret: (raw) => {
+    if (raw.length < MIN_SECRET_LENGTH) throw new Error(`must be at least ${MIN_SECRET_LENGTH} characters`);
+    return raw;
+  },
 };
 
-/** Where each setting comes from: its environment variable, and its command-line flag if it has one. */
-export const SOURCES: { [K in keyof Config]: { env: string; flag?: string } } = {
+/**
+ * Where each setting comes from: its environment variable, and its command-line flag if it has
+ * one. A secret's value is never repeated in an error message.
+ */
+export const SOURCES: { [K in keyof Config]: { env: string; flag?: string; secret?: true } } = {
   port: { env: 'PORT', flag: 'port' },
   host: { env: 'HOST', flag: 'host' },
   contextPath: { env: 'CONTEXT_PATH' },
   logLevel: { env: 'LOG_LEVEL' },
   bodyLimit: { env: 'BODY_LIMIT' },
   shutdownTimeoutMs: { env: 'SHUTDOWN_TIMEOUT_MS' },
+  cursorSecret: { env: 'CURSOR_SECRET', secret: true },
 };
 
 /**
@@ -93,7 +108,7 @@ export function loadConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Con
 
   const config: Record<string, unknown> = { ...DEFAULT_CONFIG };
   for (const key of Object.keys(SOURCES) as (keyof Config)[]) {
-    const { env: name, flag } = SOURCES[key];
+    const { env: name, flag, secret } = SOURCES[key];
     const fromFlag = flag === undefined ? undefined : flags[flag];
     const raw = fromFlag ?? (env[name] === '' ? undefined : env[name]);
     if (raw === undefined) continue;
@@ -101,7 +116,8 @@ export function loadConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Con
       config[key] = parsers[key](raw);
     } catch (error) {
       const source = fromFlag === undefined ? name : `--${flag}`;
-      throw new ConfigError(`invalid ${source} ${JSON.stringify(raw)}: ${(error as Error).message}`);
+      const shown = secret ? '' : ` ${JSON.stringify(raw)}`;
+      throw new ConfigError(`invalid ${source}${shown}: ${(error as Error).message}`);
     }
   }
   return config as unknown as Config;

@@ -40,6 +40,7 @@ const DESCRIPTIONS = {
   405: 'The path exists with other methods (`METHOD_NOT_ALLOWED`); `Allow` lists them.',
   413: 'The body is larger than `BODY_LIMIT` (`PAYLOAD_TOO_LARGE`).',
   415: 'The body is not `application/json` or `application/*+json` in UTF-8 (`UNSUPPORTED_MEDIA_TYPE`).',
+  422: 'A well-formed currency code that is not in the table (`UNSUPPORTED_CURRENCY`, one detail per such code).',
   500: 'Unexpected failure (`INTERNAL_ERROR`); the message is generic and `details` empty.',
   503: 'Shutting down, or a dependency is unavailable (`SERVICE_UNAVAILABLE`).',
 } as const;
@@ -48,6 +49,7 @@ export type DocumentedStatus = keyof typeof DESCRIPTIONS;
 export const VALIDATION_ERROR = 'VALIDATION_ERROR';
 export const MALFORMED_JSON = 'MALFORMED_JSON';
 export const INTERNAL_ERROR = 'INTERNAL_ERROR';
+export const UNSUPPORTED_CURRENCY = 'UNSUPPORTED_CURRENCY';
 const GENERIC_MESSAGE = 'An internal error occurred.';
 
 /**
@@ -92,6 +94,13 @@ export function validationError(details: ErrorDetail[], message = 'The request i
 
 export function malformedJson(message: string): ApiError {
   return new ApiError(400, MALFORMED_JSON, message);
+}
+
+/** A 422 with one detail per parameter holding a well-formed currency code that is not in the table. */
+export function unsupportedCurrency(codes: readonly { field: string; value: string }[]): ApiError {
+  const details = codes.map(({ field, value }) => ({ field, message: 'is not a supported currency', value }));
+  const named = [...new Set(codes.map(({ value }) => value.toUpperCase()))];
+  return new ApiError(422, UNSUPPORTED_CURRENCY, `No exchange rate for ${named.join(' and ')}.`, details);
 }
 
 export function methodNotAllowed(method: string, allow: readonly string[]): ApiError {

@@ -1,4 +1,12 @@
-import { Type } from 'typebox';
+import { type TSchema, Type } from 'typebox';
+import {
+  type CollectionDefinition,
+  DEFAULT_PAGE_SIZE,
+  type Field,
+  MAX_PAGE_SIZE,
+  type Scalar,
+} from './domain/collection.js';
+import { CURRENCY_CODE_PATTERN } from './domain/currencies.js';
 
 /** Schemas shared by several routes. */
 
@@ -7,3 +15,162 @@ export const LocalDateTime = Type.String({
   pattern: '^\\d{4}-\\d{2}-\\d{2}T\\d{2}:\\d{2}:\\d{2}\\.\\d{3}$',
   examples: ['2026-01-02T03:04:05.678'],
 });
+
+/** A currency code parameter: three ASCII letters in any case; whether it is in the table is the route's business. */
+export function currencyCode(description: string, example: string) {
+  return Type.String({
+    description,
+    pattern: `^${CURRENCY_CODE_PATTERN}$`,
+    errorMessage: 'must be a three-letter currency code',
+    examples: [example],
+  });
+}
+
+/*
+ * The query parameters of a collection (spec 4.7), built from its definition in
+ * src/domain/collection.ts: the names of its fields become the patterns of `sort` and
+ * `fields`, its filterable fields become parameters. Every parameter is checked here, all at
+ * once; the collection itself then judges only what a schema cannot (cursors, mixed styles).
+ * Nothing has a `default`: validation would insert it, and the collection could no longer tell
+ * which pagination style the client chose.
+ */
+
+type Definition<Item extends { readonly [K in keyof Item]: Scalar }> = CollectionDefinition<Item>;
+
+const MAX_PAGE = 2_147_483_647;
+
+function fieldsOf<Item extends { readonly [K in keyof Item]: Scalar }>(definition: Definition<Item>) {
+  return Object.entries<Field<Scalar>>(definition.fields);
+}
+
+/** A comma-separated list of values matching `pattern`. */
+function listPattern(pattern: string): string {
+  return `^(?:${pattern})(?:,(?:${pattern}))*$`;
+}
+
+function pageSize(description: string, note = '') {
+  return Type.Optional(
+    Type.Integer({
+      description: `${description}, 1 to ${MAX_PAGE_SIZE}; default ${DEFAULT_PAGE_SIZE}.${note}`,
+      minimum: 1,
+      maximum: MAX_PAGE_SIZE,
+      errorMessage: `must be an integer from 1 to ${MAX_PAGE_SIZE}`,
+      examples: [10],
+    }),
+  );
+}
+
+/** `fields`: which fields each item has, for a list and for a single item alike. */
+export function fieldSelection<Item extends { readonly [K in keyof Item]: Scalar }>(definition: Definition<Item>) {
+  const names = fieldsOf(definition).map(([name]) => name);
+  return Type.Optional(
+    Type.String({
+      description:
+        `Only these fields, a comma-separated list of ${names.join(', ')}; ` +
+        'the answer keeps the usual order of the fields. Default: all.',
+      pattern: listPattern(names.join('|')),
+      errorMessage: `must be a comma-separated list of ${names.join(', ')}`,
+      examples: [names.slice(0, 2).join(',')],
+    }),
+  );
+}
+
+/** The query string schema of a collection's list operation. */
+export function collectionQuery<Item extends { readonly [K in keyof Item]: Scalar }>(definition: Definition<Item>) {
+  const fields = fieldsOf(definition);
+  const names = fields.map(([name]) => name);
+  const searchable = fields.filter(([, field]) => field.searchable === true).map(([name]) => name);
+  const filters: Record<string, TSchema> = {};
+  for (const [name, { filter }] of fields) {
+    if (filter === undefined) continue;
+    filters[name] = Type.Optional(
+      Type.String({
+        description: `Filter: only items whose ${name} is one of these ${filter.values}, a comma-separated list.`,
+        pattern: listPattern(filter.pattern),
+        errorMessage: `must be a comma-separated list of ${filter.values}`,
+      }),
+    );
+  }
+  const search = (description: string) =>
+    Type.Optional(Type.String({ description, errorMessage: 'must be given once', examples: ['dollar'] }));
+  return Type.Object({
+    page: Type.Optional(
+      Type.Integer({
+        description: `Offset pagination (the default): the page, 1 to ${MAX_PAGE}; default 1. A page past the end is empty.`,
+        minimum: 1,
+        maximum: MAX_PAGE,
+        errorMessage: `must be an integer from 1 to ${MAX_PAGE}`,
+        examples: [2],
+      }),
+    ),
+    per_page: pageSize('Offset pagination: items per page'),
+    cursor: Type.Optional(
+      Type.String({
+        description:
+          'Cursor pagination: the `next_cursor` of the previous page, sent with the same sort, filters and ' +
+          'search. Opaque and signed: an altered cursor, or one used with another query, is a 400.',
+        minLength: 1,
+        errorMessage: 'must be the next_cursor of a previous page',
+      }),
+    ),
+    limit: pageSize(
+      'Cursor pagination: items per page',
+      ' Giving `limit` or `cursor` chooses cursor pagination, which cannot be mixed with `page` or `per_page`.',
+    ),
+    sort: Type.Optional(
+      Type.String({
+        description:
+          `Order: a comma-separated list of ${names.join(', ')}, each ascending, or descending with a leading \`-\`. ` +
+          `Default ${definition.key}; ties are broken by ${definition.key}.`,
+        pattern: listPattern(`-?(?:${names.join('|')})`),
+        errorMessage: `must be a comma-separated list of ${names.join(', ')}, each optionally preceded by -`,
+        examples: [`-${names.at(-1)},${names[0]}`],
+      }),
+    ),
+    fields: fieldSelection(definition),
+    q: search(`Search: only items whose ${searchable.join(' or ')} contains this text, in any case.`),
+    search: search('The same as `q`, under another name; send one of them.'),
+    ...filters,
+  });
+}
+
+/** The answer of a collection's list operation: offset pagination, or cursor pagination. */
+export function collectionPage(item: TSchema) {
+  return Type.Union([
+    Type.Object(
+      {
+        data: Type.Array(item),
+        pagination: Type.Object(
+          {
+            page: Type.Integer({ examples: [1] }),
+            per_page: Type.Integer({ examples: [DEFAULT_PAGE_SIZE] }),
+            total: Type.Integer({ description: 'Items matching the filters and search.', examples: [34] }),
+            total_pages: Type.Integer({
+              description: 'Pages of `per_page` items; 0 when nothing matches.',
+              examples: [2],
+            }),
+          },
+          { additionalProperties: false },
+        ),
+      },
+      { additionalProperties: false, description: 'Offset pagination (the default).' },
+    ),
+    Type.Object(
+      {
+        data: Type.Array(item),
+        pagination: Type.Object(
+          {
+            next_cursor: Type.String({
+              description: 'The `cursor` of the next page; empty when there is none.',
+              examples: ['eyJxdWVyeSI6Ii4uLiJ9.c2lnbmF0dXJl'],
+            }),
+            has_more: Type.Boolean({ examples: [true] }),
+            limit: Type.Integer({ examples: [DEFAULT_PAGE_SIZE] }),
+          },
+          { additionalProperties: false },
+        ),
+      },
+      { additionalProperties: false, description: 'Cursor pagination, when `cursor` or `limit` is given.' },
+    ),
+  ]);
+}

@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
 import { describe, it } from 'node:test';
 import { ConfigError, DEFAULT_CONFIG, loadConfig } from '../src/config.js';
 
@@ -11,8 +12,22 @@ describe('loadConfig', () => {
       logLevel: 'info',
       bodyLimit: 1048576,
       shutdownTimeoutMs: 10000,
+      cursorSecret: DEFAULT_CONFIG.cursorSecret,
     });
     assert.deepEqual(loadConfig([], {}), DEFAULT_CONFIG);
+  });
+
+  it('defaults the cursor secret to 32 random bytes of this process', () => {
+    assert.match(DEFAULT_CONFIG.cursorSecret, /^[A-Za-z0-9_-]{43}$/);
+    assert.equal(Buffer.from(DEFAULT_CONFIG.cursorSecret, 'base64url').length, 32);
+    const other = spawnSync(
+      process.execPath,
+      ['--import', 'tsx', '-e', 'import("./src/config.ts").then((m) => console.log(m.DEFAULT_CONFIG.cursorSecret))'],
+      { encoding: 'utf8' },
+    );
+    assert.equal(other.status, 0, other.stderr);
+    assert.match(other.stdout.trim(), /^[A-Za-z0-9_-]{43}$/);
+    assert.notEqual(other.stdout.trim(), DEFAULT_CONFIG.cursorSecret);
   });
 
   it('reads every variable', () => {
@@ -23,6 +38,7 @@ describe('loadConfig', () => {
       LOG_LEVEL: 'debug',
       BODY_LIMIT: '2048',
       SHUTDOWN_TIMEOUT_MS: '0',
+      CURSOR_SECRET: 'a shared secret of at least 32 characters',
     };
     assert.deepEqual(loadConfig([], env), {
       port: 9000,
@@ -31,6 +47,7 @@ describe('loadConfig', () => {
       logLevel: 'debug',
       bodyLimit: 2048,
       shutdownTimeoutMs: 0,
+      cursorSecret: 'a shared secret of at least 32 characters',
     });
   });
 
@@ -38,6 +55,10 @@ describe('loadConfig', () => {
     const config = loadConfig(['--port', '9001', '--host=::1'], { PORT: '9000', HOST: '127.0.0.1' });
     assert.equal(config.port, 9001);
     assert.equal(config.host, '::1');
+  });
+
+  it('accepts a cursor secret of 32 characters or more', () => {
+    assert.equal(loadConfig([], { CURSOR_SECRET: 'x'.repeat(32) }).cursorSecret, 'x'.repeat(32));
   });
 
   it('reads an empty variable as unset', () => {
@@ -71,6 +92,8 @@ describe('loadConfig', () => {
       { SHUTDOWN_TIMEOUT_MS: 'soon' },
       'invalid SHUTDOWN_TIMEOUT_MS "soon": must be an integer from 0 to 2147483647',
     ],
+    // A secret is not repeated in the message, not even a bad one.
+    [[], { CURSOR_SECRET: 'too short, 31 characters long..' }, 'invalid CURSOR_SECRET: must be at least 32 characters'],
     [['--port', 'abc'], {}, 'invalid --port "abc": must be an integer from 0 to 65535'],
   ];
   for (const [argv, env, message] of bad) {

@@ -1,3 +1,5 @@
+import { Decimal } from './decimal.js';
+
 const QUOTE = 0x22;
 const BACKSLASH = 0x5c;
 
@@ -36,4 +38,25 @@ export function compactJson(text: string): string {
     }
   }
   return start === 0 ? text : out + text.slice(start);
+}
+
+/**
+ * JSON text of plain data (objects, arrays, strings, numbers, booleans, null) as
+ * JSON.stringify writes it, except that a Decimal is written as a JSON number with its exact
+ * value in plain notation (`92`, `80484237894052649`, `0.0000000001`): never through a double,
+ * never in exponent form. For response bodies whose numbers must keep every digit.
+ */
+export function exactJson(value: unknown): string {
+  if (Decimal.isDecimal(value)) {
+    if (!value.isFinite()) throw new RangeError(`JSON has no number ${value.toString()}`);
+    return value.toFixed();
+  }
+  if (Array.isArray(value)) return `[${value.map((item) => exactJson(item ?? null)).join(',')}]`;
+  if (value !== null && typeof value === 'object') {
+    const members = Object.entries(value)
+      .filter(([, member]) => member !== undefined)
+      .map(([key, member]) => `${JSON.stringify(key)}:${exactJson(member)}`);
+    return `{${members.join(',')}}`;
+  }
+  return JSON.stringify(value);
 }

@@ -7,6 +7,9 @@ const OPERATIONS = [
   ['get', '/api/hello/{name}', 'getGreeting', [400, 500]],
   ['get', '/api/search', 'search', [400, 500]],
   ['post', '/api/echo', 'echo', [400, 413, 415, 500]],
+  ['get', '/api/exchange', 'exchange', [400, 422, 500]],
+  ['get', '/api/currencies', 'listCurrencies', [400, 500]],
+  ['get', '/api/currencies/{code}', 'getCurrency', [400, 404, 500]],
   ['get', '/healthz', 'getHealth', [500]],
   ['get', '/readyz', 'getReadiness', [500, 503]],
   ['get', '/openapi.json', 'getOpenApi', [500]],
@@ -70,6 +73,40 @@ describe('GET /openapi.json', () => {
     const name = doc.paths['/api/hello/{name}'].get.parameters[0];
     assert.deepEqual([name.name, name.in, name.required], ['name', 'path', true]);
     assert.equal(doc.paths['/api/echo'].post.requestBody.content['application/json'].schema.type, 'object');
+  });
+
+  it('documents the exchange amount as exact decimal text and the result as numbers', () => {
+    const exchange = doc.paths['/api/exchange'].get;
+    const amount = exchange.parameters.find((p: { name: string }) => p.name === 'amount');
+    assert.deepEqual([amount.in, amount.required, amount.schema.type], ['query', true, 'string']);
+    assert.equal(typeof amount.schema.pattern, 'string');
+    const result = exchange.responses['200'].content['application/json'].schema;
+    assert.deepEqual(result.required, ['from', 'to', 'amount', 'rate', 'result']);
+    assert.equal(result.properties.result.type, 'number');
+  });
+
+  it('documents every parameter of the currencies collection', () => {
+    const list = doc.paths['/api/currencies'].get;
+    const names = list.parameters.map((p: { name: string; in: string }) => `${p.in} ${p.name}`);
+    assert.deepEqual(
+      names,
+      ['page', 'per_page', 'cursor', 'limit', 'sort', 'fields', 'q', 'search', 'code', 'minor_units'].map(
+        (n) => `query ${n}`,
+      ),
+    );
+    for (const parameter of list.parameters) {
+      assert.equal(parameter.required, false, parameter.name);
+      assert.ok(parameter.description.length > 0, parameter.name);
+    }
+    const sort = list.parameters.find((p: { name: string }) => p.name === 'sort');
+    assert.ok(new RegExp(sort.schema.pattern).test('-rate,name'));
+    const page = list.responses['200'].content['application/json'].schema;
+    assert.equal(page.anyOf.length, 2);
+    const one = doc.paths['/api/currencies/{code}'].get;
+    assert.deepEqual(
+      one.parameters.map((p: { name: string; in: string }) => `${p.in} ${p.name}`),
+      ['query fields', 'path code'],
+    );
   });
 
   it('documents every success body', () => {

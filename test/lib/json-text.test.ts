@@ -1,0 +1,37 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import fc from 'fast-check';
+import { Decimal } from '../../src/lib/decimal.js';
+import { exactJson } from '../../src/lib/json-text.js';
+
+describe('exactJson', () => {
+  it('writes decimals as exact JSON numbers in plain notation', () => {
+    const text = exactJson({
+      big: new Decimal('80484237894052649'),
+      huge: new Decimal('1e21'),
+      tiny: new Decimal('0.0000000001'),
+      long: new Decimal('999999999999.9999999999'),
+      trailing: new Decimal('92.00'),
+      zero: new Decimal('0'),
+      negative: new Decimal('-1.5'),
+    });
+    assert.equal(
+      text,
+      '{"big":80484237894052649,"huge":1000000000000000000000,"tiny":0.0000000001,' +
+        '"long":999999999999.9999999999,"trailing":92,"zero":0,"negative":-1.5}',
+    );
+  });
+
+  it('writes everything else as JSON.stringify does, in key order', () => {
+    const value = { s: 'é "q" \\ \n', n: 1.5, t: true, f: false, z: null, a: [1, 'x', [null]], o: { b: 1, a: 2 } };
+    assert.equal(exactJson(value), JSON.stringify(value));
+    assert.equal(exactJson({ skipped: undefined, kept: 1 }), '{"kept":1}');
+    assert.equal(exactJson([undefined]), '[null]');
+    fc.assert(fc.property(fc.jsonValue(), (json) => assert.equal(exactJson(json), JSON.stringify(json))));
+  });
+
+  it('refuses what JSON cannot hold', () => {
+    assert.throws(() => exactJson({ x: new Decimal(Number.NaN) }), RangeError);
+    assert.throws(() => exactJson(new Decimal(Number.POSITIVE_INFINITY)), RangeError);
+  });
+});
