@@ -46,7 +46,11 @@ export const openapiPlugin = fp(
 export async function openapiRoute(app: FastifyInstance): Promise<void> {
   let document = '';
   app.addHook('onReady', (done) => {
-    document = JSON.stringify(app.swagger());
+    // `errorMessage` (ajv-errors) words validation messages; it is no OpenAPI keyword, so it
+    // is left out. Only as a string: a property of that name is a schema, an object.
+    document = JSON.stringify(app.swagger(), (key, value) =>
+      key === 'errorMessage' && typeof value === 'string' ? undefined : value,
+    );
     done();
   });
   app.get(

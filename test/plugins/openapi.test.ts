@@ -61,6 +61,10 @@ describe('GET /openapi.json', () => {
     assert.deepEqual(envelope.properties.error.required, ['code', 'message', 'details', 'timestamp', 'request_id']);
   });
 
+  it('leaves out the validation messages, which are no OpenAPI keyword', () => {
+    assert.doesNotMatch(JSON.stringify(doc), /errorMessage/);
+  });
+
   it('documents parameters from the validating schemas', () => {
     const parameters = doc.paths['/api/search'].get.parameters;
     const keyword = parameters.find((p: { name: string }) => p.name === 'keyword');
