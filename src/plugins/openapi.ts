@@ -19,8 +19,16 @@ Any path answers 404 \`NOT_FOUND\` when no route matches it, and 405 \`METHOD_NO
 export const openapiPlugin = fp(
   async (app: FastifyInstance) => {
     app.addHook('onRoute', (route) => {
-      if (route.schema === undefined) return;
-      route.schema.response = { ...errorResponses(500), ...(route.schema.response as object | undefined) };
+      const { schema } = route;
+      if (schema === undefined) return;
+      const response = { ...errorResponses(500), ...(schema.response as Record<number, object> | undefined) };
+      // A success response is described by its operation's summary unless its schema says more;
+      // a copy, as one schema may serve several routes.
+      const success = response[200] as { description?: string } | undefined;
+      if (success !== undefined && success.description === undefined) {
+        response[200] = { description: schema.summary, ...success };
+      }
+      schema.response = response;
     });
     await app.register(swagger, {
       openapi: {

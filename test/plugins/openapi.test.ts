@@ -117,6 +117,12 @@ describe('GET /openapi.json', () => {
     for (const [method, path] of OPERATIONS) {
       assert.ok(doc.paths[path][method].responses['200'].content['application/json'].schema, `${method} ${path}`);
     }
+    for (const [method, path] of OPERATIONS) {
+      const { description } = doc.paths[path][method].responses['200'];
+      assert.notEqual(description, 'Default Response', `${method} ${path}`);
+      assert.ok(description.length > 0);
+    }
+    assert.equal(doc.paths['/api/hello'].get.responses['200'].description, 'Hello message');
     const hello = doc.paths['/api/hello'].get.responses['200'].content['application/json'].schema;
     assert.deepEqual(hello.required, ['message', 'timestamp']);
   });
