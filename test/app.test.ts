@@ -15,6 +15,7 @@ for (const [transport, connect] of transports) {
         '/svc/api/hello',
         '/svc/api/hello/x',
         '/svc/api/search?keyword=a',
+        '/svc/api/profile',
         '/svc/healthz',
         '/svc/readyz',
         '/svc/openapi.json',
@@ -31,7 +32,7 @@ for (const [transport, connect] of transports) {
     });
 
     it('serves nothing outside it', async () => {
-      for (const path of ['/api/hello', '/healthz', '/openapi.json', '/svc']) {
+      for (const path of ['/api/hello', '/api/profile', '/healthz', '/openapi.json', '/svc']) {
         assertEnvelope(await client.send({ path }), 404, 'NOT_FOUND');
       }
     });

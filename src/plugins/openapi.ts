@@ -4,7 +4,7 @@ import fp from 'fastify-plugin';
 import { errorResponses } from '../errors.js';
 import { VERSION } from '../version.js';
 
-const DESCRIPTION = `A small JSON-over-HTTP reference service: greetings, a search echo and a lossless JSON echo.
+const DESCRIPTION = `A small JSON-over-HTTP reference service: greetings, a search echo, a lossless JSON echo and a profile.
 
 Every error is the envelope \`{"error":{"code","message","details","timestamp","request_id"}}\`.
 Any path answers 404 \`NOT_FOUND\` when no route matches it, and 405 \`METHOD_NOT_ALLOWED\`
@@ -29,6 +29,7 @@ export const openapiPlugin = fp(
           { name: 'greeting', description: 'Greetings' },
           { name: 'search', description: 'Search echo' },
           { name: 'echo', description: 'JSON echo' },
+          { name: 'profile', description: 'The profile, with ETags and conditional requests' },
           { name: 'operations', description: 'Health, readiness and this document' },
         ],
       },
