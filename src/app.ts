@@ -14,11 +14,16 @@ import { echoRoutes } from './routes/echo.js';
 import { exchangeRoutes } from './routes/exchange.js';
 import { healthRoutes } from './routes/health.js';
 import { helloRoutes } from './routes/hello.js';
+import { profileRoutes } from './routes/profile.js';
 import { searchRoutes } from './routes/search.js';
+import { MemoryProfileStore } from './stores/memory.js';
+import type { ProfileStore } from './stores/profile.js';
 
 export interface AppOptions {
   /** Where log lines go; standard output by default. */
   logStream?: DestinationStream;
+  /** Where the profile lives; a new, empty in-memory profile by default. */
+  profileStore?: ProfileStore;
 }
 
 /** The whole service as a Fastify instance, not yet listening: what the server and every test build. */
@@ -57,6 +62,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
       await service.register(helloRoutes);
       await service.register(searchRoutes);
       await service.register(echoRoutes);
+      await service.register(profileRoutes, { store: options.profileStore ?? new MemoryProfileStore() });
       await service.register(exchangeRoutes);
       await service.register(currencyRoutes, { cursorSecret: config.cursorSecret });
       await service.register(healthRoutes);

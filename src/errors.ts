@@ -38,11 +38,12 @@ const DESCRIPTIONS = {
   400: 'Validation failed (`VALIDATION_ERROR`, one detail per invalid field) or the body is not JSON (`MALFORMED_JSON`).',
   404: 'No such route or resource (`NOT_FOUND`).',
   405: 'The path exists with other methods (`METHOD_NOT_ALLOWED`); `Allow` lists them.',
+  412: 'If-Match names no current `ETag`, or If-None-Match names it (`PRECONDITION_FAILED`); nothing was changed.',
   413: 'The body is larger than `BODY_LIMIT` (`PAYLOAD_TOO_LARGE`).',
   415: 'The body is not `application/json` or `application/*+json` in UTF-8 (`UNSUPPORTED_MEDIA_TYPE`).',
   422: 'A well-formed currency code that is not in the table (`UNSUPPORTED_CURRENCY`, one detail per such code).',
   500: 'Unexpected failure (`INTERNAL_ERROR`); the message is generic and `details` empty.',
-  503: 'Shutting down, or a dependency is unavailable (`SERVICE_UNAVAILABLE`).',
+  503: 'Shutting down, a dependency is unavailable, or too many writes at once (`SERVICE_UNAVAILABLE`); try again.',
 } as const;
 export type DocumentedStatus = keyof typeof DESCRIPTIONS;
 

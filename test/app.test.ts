@@ -15,6 +15,7 @@ for (const [transport, connect] of transports) {
         '/svc/api/hello',
         '/svc/api/hello/x',
         '/svc/api/search?keyword=a',
+        '/svc/api/profile',
         '/svc/api/exchange?from=USD&to=EUR&amount=1',
         '/svc/api/currencies',
         '/svc/api/currencies/EUR',
@@ -34,7 +35,7 @@ for (const [transport, connect] of transports) {
     });
 
     it('serves nothing outside it', async () => {
-      for (const path of ['/api/hello', '/healthz', '/openapi.json', '/svc']) {
+      for (const path of ['/api/hello', '/api/profile', '/healthz', '/openapi.json', '/svc']) {
         assertEnvelope(await client.send({ path }), 404, 'NOT_FOUND');
       }
     });

@@ -7,6 +7,10 @@ const OPERATIONS = [
   ['get', '/api/hello/{name}', 'getGreeting', [400, 500]],
   ['get', '/api/search', 'search', [400, 500]],
   ['post', '/api/echo', 'echo', [400, 413, 415, 500]],
+  ['get', '/api/profile', 'getProfile', [412, 500]],
+  ['post', '/api/profile', 'updateProfile', [400, 412, 413, 415, 500, 503]],
+  ['patch', '/api/profile', 'patchProfile', [400, 412, 413, 415, 500, 503]],
+  ['put', '/api/profile', 'replaceProfile', [400, 412, 413, 415, 500, 503]],
   ['get', '/api/exchange', 'exchange', [400, 422, 500]],
   ['get', '/api/currencies', 'listCurrencies', [400, 500]],
   ['get', '/api/currencies/{code}', 'getCurrency', [400, 404, 500]],
@@ -49,7 +53,7 @@ describe('GET /openapi.json', () => {
   it('documents each error response with the shared envelope', () => {
     for (const [method, path, , errors] of OPERATIONS) {
       const responses = doc.paths[path][method].responses;
-      const statuses = Object.keys(responses).filter((s) => s !== '200');
+      const statuses = Object.keys(responses).filter((s) => Number(s) >= 400);
       assert.deepEqual(statuses, errors.map(String), `${method} ${path}`);
       for (const status of statuses) {
         assert.equal(responses[status].content['application/json'].schema.$ref, '#/components/schemas/ErrorEnvelope');
@@ -111,6 +115,30 @@ describe('GET /openapi.json', () => {
       one.parameters.map((p: { name: string; in: string }) => `${p.in} ${p.name}`),
       ['query fields', 'path code'],
     );
+  });
+
+  it('documents the profile: ETag, 304 without a body, conditional headers, merge patch on PATCH', () => {
+    const item = doc.paths['/api/profile'];
+    assert.deepEqual(Object.keys(item.get.responses), ['200', '304', '412', '500']);
+    assert.equal(item.get.responses['304'].content, undefined);
+    assert.equal(item.get.responses['304'].headers.etag.schema.type, 'string');
+    const headers = (operation: { parameters: { name: string; in: string }[] }) =>
+      operation.parameters.filter((p) => p.in === 'header').map((p) => p.name);
+    assert.deepEqual(headers(item.get), ['if-none-match', 'if-match']);
+    for (const method of ['get', 'post', 'patch', 'put']) {
+      const ok = item[method].responses['200'];
+      assert.equal(ok.headers.etag.schema.type, 'string', method);
+      assert.deepEqual(ok.content['application/json'].schema.required, ['name', 'email', 'bio'], method);
+    }
+    for (const method of ['post', 'patch', 'put']) {
+      assert.deepEqual(headers(item[method]), ['if-match', 'if-none-match'], method);
+      const body = item[method].requestBody.content;
+      assert.deepEqual(
+        Object.keys(body),
+        method === 'patch' ? ['application/json', 'application/merge-patch+json'] : ['application/json'],
+      );
+      assert.equal(body['application/json'].schema.additionalProperties, false);
+    }
   });
 
   it('documents every success body', () => {

@@ -1,0 +1,27 @@
+import { EMPTY_PROFILE, type Profile } from '../domain/profile.js';
+import type { ProfileSnapshot, ProfileStore } from './profile.js';
+
+function snapshot(profile: Profile, version: number): ProfileSnapshot {
+  // A copy, frozen: what a caller holds cannot change, nor change what is stored.
+  const { name, email, bio } = profile;
+  return Object.freeze({ profile: Object.freeze({ name, email, bio }), version });
+}
+
+/**
+ * The profile in this process's memory, gone when it stops. The whole snapshot is replaced
+ * in one synchronous step, so a compare-and-set cannot interleave with another and a reader
+ * sees one version or the next, never a mix.
+ */
+export class MemoryProfileStore implements ProfileStore {
+  #current = snapshot(EMPTY_PROFILE, 0);
+
+  async get(): Promise<ProfileSnapshot> {
+    return this.#current;
+  }
+
+  async compareAndSet(expectedVersion: number, next: Profile): Promise<ProfileSnapshot | null> {
+    if (this.#current.version !== expectedVersion) return null;
+    this.#current = snapshot(next, expectedVersion + 1);
+    return this.#current;
+  }
+}

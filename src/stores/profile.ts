@@ -1,0 +1,23 @@
+import type { Profile } from '../domain/profile.js';
+
+/** The profile as one version of it: a store never hands out fields from two versions. */
+export interface ProfileSnapshot {
+  readonly profile: Profile;
+  /** 0 for the initial, empty profile; every write adds 1. */
+  readonly version: number;
+}
+
+/**
+ * Where the one profile lives. Asynchronous and compare-and-set, because it may be shared
+ * by several instances of the service (Redis): a writer reads a snapshot, computes the next
+ * profile from it, and stores that only if nobody wrote in between.
+ */
+export interface ProfileStore {
+  /** The current snapshot. */
+  get(): Promise<ProfileSnapshot>;
+  /**
+   * Stores `next` as version `expectedVersion + 1` and returns that snapshot, if the
+   * current version is still `expectedVersion`; otherwise changes nothing and returns null.
+   */
+  compareAndSet(expectedVersion: number, next: Profile): Promise<ProfileSnapshot | null>;
+}

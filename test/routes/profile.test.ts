@@ -1,0 +1,646 @@
+import assert from 'node:assert/strict';
+import { after, afterEach, before, beforeEach, describe, it } from 'node:test';
+import { setImmediate as nextTurn, setTimeout as sleep } from 'node:timers/promises';
+import type { Profile } from '../../src/domain/profile.js';
+import { MAX_WRITE_ATTEMPTS } from '../../src/routes/profile.js';
+import { MemoryProfileStore } from '../../src/stores/memory.js';
+import type { ProfileSnapshot, ProfileStore } from '../../src/stores/profile.js';
+import { assertEnvelope, type Client, type TestResponse, transports } from '../helpers.js';
+
+const PATH = '/api/profile';
+const JSON_TYPE = { 'content-type': 'application/json' };
+const EMPTY: Profile = { name: null, email: null, bio: null };
+const ADA: Profile = { name: 'Ada Lovelace', email: 'ada@example.com', bio: 'Wrote the first program.' };
+const WRITE_METHODS = ['POST', 'PATCH', 'PUT'] as const;
+
+const NAME_RULE = 'must be a string of 1 to 100 characters, not blank, or null';
+const EMAIL_RULE = 'must be an email address (local@domain.tld) of at most 254 characters, or null';
+const BIO_RULE = 'must be a string of at most 1000 characters, or null';
+
+/** Asserts a 200 carrying exactly `profile` (as text: key order counts) at `version`, with its headers. */
+function assertProfile(res: TestResponse, profile: Profile, version: number): void {
+  assert.equal(res.status, 200, res.text);
+  assert.equal(res.headers['content-type'], 'application/json; charset=utf-8');
+  assert.equal(res.headers.etag, `"${version}"`);
+  assert.equal(res.headers['cache-control'], 'no-cache');
+  assert.equal(typeof res.headers['x-request-id'], 'string');
+  assert.equal(res.text, JSON.stringify({ name: profile.name, email: profile.email, bio: profile.bio }));
+}
+
+function assertNotModified(res: TestResponse, version: number): void {
+  assert.equal(res.status, 304, res.text);
+  assert.equal(res.text, '');
+  assert.equal(res.headers.etag, `"${version}"`);
+  assert.equal(res.headers['cache-control'], 'no-cache');
+  assert.equal(res.headers['content-type'], undefined);
+  assert.equal(typeof res.headers['x-request-id'], 'string');
+}
+
+/** The version an ETag names. */
+function versionOf(res: TestResponse): number {
+  const tag = res.headers.etag;
+  assert.equal(typeof tag, 'string');
+  assert.match(tag as string, /^"\d+"$/);
+  return Number((tag as string).slice(1, -1));
+}
+
+/** Requests to the profile on one client. */
+function profileClient(client: Client) {
+  return {
+    get: (headers: Record<string, string> = {}, method = 'GET') => client.send({ method, path: PATH, headers }),
+    write: (method: string, body: unknown, headers: Record<string, string> = {}) =>
+      client.send({
+        method,
+        path: PATH,
+        headers: { ...JSON_TYPE, ...headers },
+        body: typeof body === 'string' ? body : JSON.stringify(body),
+      }),
+  };
+}
+
+type ProfileClient = ReturnType<typeof profileClient>;
+
+/**
+ * The memory store, replaced by an empty one before each test: one app per suite (building
+ * one takes longer than most tests), and still a fresh profile, at version 0, for every test.
+ */
+class FreshStore implements ProfileStore {
+  #store = new MemoryProfileStore();
+
+  reset(): void {
+    this.#store = new MemoryProfileStore();
+  }
+
+  get(): Promise<ProfileSnapshot> {
+    return this.#store.get();
+  }
+
+  compareAndSet(expectedVersion: number, next: Profile): Promise<ProfileSnapshot | null> {
+    return this.#store.compareAndSet(expectedVersion, next);
+  }
+}
+
+for (const [transport, connect] of transports) {
+  describe(`GET /api/profile (${transport})`, () => {
+    const store = new FreshStore();
+    let client: Client;
+    let profile: ProfileClient;
+    before(async () => {
+      client = await connect({}, { profileStore: store });
+      profile = profileClient(client);
+    });
+    beforeEach(() => store.reset());
+    after(() => client.close());
+
+    it('starts with all three fields null, at ETag "0"', async () => {
+      assertProfile(await profile.get(), EMPTY, 0);
+    });
+
+    it('answers HEAD with the headers of GET and no body', async () => {
+      const res = await profile.get({}, 'HEAD');
+      assert.equal(res.status, 200);
+      assert.equal(res.text, '');
+      assert.equal(res.headers.etag, '"0"');
+      assert.equal(res.headers['content-type'], 'application/json; charset=utf-8');
+      assert.equal(typeof res.headers['x-request-id'], 'string');
+    });
+
+    it('tolerates a trailing slash', async () => {
+      assertProfile(await client.send({ path: `${PATH}/` }), EMPTY, 0);
+    });
+
+    it('gives each app its own profile', async () => {
+      assertProfile(await profile.write('PUT', ADA), ADA, 1);
+      const other = await connect();
+      try {
+        assertProfile(await profileClient(other).get(), EMPTY, 0);
+      } finally {
+        await other.close();
+      }
+    });
+
+    for (const header of ['"1"', 'W/"1"', '*', '"0", "1"', 'W/"7",W/"1"']) {
+      it(`answers If-None-Match: ${header} naming the current tag with 304, for GET and HEAD`, async () => {
+        await profile.write('PUT', ADA);
+        assertNotModified(await profile.get({ 'if-none-match': header }), 1);
+        assertNotModified(await profile.get({ 'if-none-match': header }, 'HEAD'), 1);
+      });
+    }
+
+    for (const header of ['"0"', 'W/"0"', '"2"', '1', '""']) {
+      it(`answers If-None-Match: ${header} naming another tag with the profile`, async () => {
+        await profile.write('PUT', ADA);
+        assertProfile(await profile.get({ 'if-none-match': header }), ADA, 1);
+      });
+    }
+
+    it('answers a tag that was current before a write with the new profile', async () => {
+      const before = await profile.get();
+      await profile.write('POST', { name: 'Ada' });
+      const after = await profile.get({ 'if-none-match': String(before.headers.etag) });
+      assertProfile(after, { ...EMPTY, name: 'Ada' }, 1);
+      assertNotModified(await profile.get({ 'if-none-match': String(after.headers.etag) }), 1);
+    });
+
+    it('honours If-Match on GET: 412 unless it names the current tag', async () => {
+      const error = assertEnvelope(await profile.get({ 'if-match': '"1"' }), 412, 'PRECONDITION_FAILED');
+      assert.equal(error.message, 'If-Match does not match the current ETag of the profile.');
+      assertProfile(await profile.get({ 'if-match': '"0"' }), EMPTY, 0);
+      assertProfile(await profile.get({ 'if-match': '*' }), EMPTY, 0);
+    });
+  });
+
+  describe(`POST, PATCH and PUT /api/profile (${transport})`, () => {
+    const store = new FreshStore();
+    let client: Client;
+    let profile: ProfileClient;
+    before(async () => {
+      client = await connect({}, { profileStore: store });
+      profile = profileClient(client);
+    });
+    beforeEach(() => store.reset());
+    after(() => client.close());
+
+    for (const method of ['POST', 'PATCH'] as const) {
+      it(`${method} changes only the fields sent and answers the whole profile with a new ETag`, async () => {
+        assertProfile(await profile.write(method, { name: 'Ada' }), { ...EMPTY, name: 'Ada' }, 1);
+        assertProfile(
+          await profile.write(method, { email: ADA.email }),
+          { ...EMPTY, name: 'Ada', email: ADA.email },
+          2,
+        );
+        assertProfile(await profile.write(method, { bio: ADA.bio, name: ADA.name }), ADA, 3);
+        assertProfile(await profile.get(), ADA, 3);
+      });
+
+      it(`${method} sets a field sent as null to null`, async () => {
+        await profile.write('PUT', ADA);
+        assertProfile(await profile.write(method, { email: null }), { ...ADA, email: null }, 2);
+        assertProfile(await profile.write(method, { name: null, bio: null }), EMPTY, 3);
+        assertProfile(await profile.get(), EMPTY, 3);
+      });
+
+      it(`${method} with an empty object changes no field but is a write: the ETag changes`, async () => {
+        await profile.write('PUT', ADA);
+        assertProfile(await profile.write(method, {}), ADA, 2);
+      });
+    }
+
+    it('PATCH accepts application/merge-patch+json', async () => {
+      const type = { 'content-type': 'application/merge-patch+json' };
+      assertProfile(await profile.write('PATCH', ADA, type), ADA, 1);
+      assertProfile(await profile.write('PATCH', { bio: null }, type), { ...ADA, bio: null }, 2);
+      assertProfile(await profile.get(), { ...ADA, bio: null }, 2);
+    });
+
+    it('PUT replaces the whole profile: fields not sent become null', async () => {
+      assertProfile(await profile.write('PUT', ADA), ADA, 1);
+      assertProfile(await profile.write('PUT', { bio: 'Only a bio.' }), { ...EMPTY, bio: 'Only a bio.' }, 2);
+      assertProfile(await profile.write('PUT', { name: 'Grace', email: null }), { ...EMPTY, name: 'Grace' }, 3);
+      assertProfile(await profile.write('PUT', {}), EMPTY, 4);
+      assertProfile(await profile.get(), EMPTY, 4);
+    });
+
+    it('changes the ETag on every write, even one that sets the same values', async () => {
+      for (let version = 1; version <= 3; version++) {
+        assertProfile(await profile.write('PUT', ADA), ADA, version);
+      }
+      assertProfile(await profile.write('POST', ADA), ADA, 4);
+      assertProfile(await profile.write('PATCH', ADA), ADA, 5);
+    });
+
+    it('answers the profile in the order name, email, bio whatever the order sent', async () => {
+      const res = await profile.write('PUT', '{"bio":"b","email":"e@x.io","name":"n"}');
+      assert.equal(res.text, '{"name":"n","email":"e@x.io","bio":"b"}');
+    });
+
+    it('keeps Unicode exactly as sent', async () => {
+      const unicode = { name: 'Zoë 世界 😀', email: 'zoë@exämple.de', bio: 'é\u0301 \u0000 "quoted" \\ \n' };
+      assertProfile(await profile.write('PUT', unicode), unicode, 1);
+      assertProfile(await profile.get(), unicode, 1);
+    });
+
+    it('answers other methods with 405 and the Allow list', async () => {
+      for (const method of ['DELETE', 'OPTIONS']) {
+        const res = await client.send({ method, path: PATH });
+        assertEnvelope(res, 405, 'METHOD_NOT_ALLOWED');
+        assert.equal(res.headers.allow, 'GET, HEAD, POST, PATCH, PUT');
+      }
+    });
+  });
+
+  describe(`/api/profile validation (${transport})`, () => {
+    const store = new FreshStore();
+    let client: Client;
+    let profile: ProfileClient;
+    before(async () => {
+      client = await connect({}, { profileStore: store });
+      profile = profileClient(client);
+    });
+    beforeEach(async () => {
+      store.reset();
+      assertProfile(await profile.write('PUT', ADA), ADA, 1);
+    });
+    after(() => client.close());
+
+    /** A rejected request changes nothing: the profile and its ETag are still those of version 1. */
+    async function assertUnchanged(): Promise<void> {
+      assertProfile(await profile.get(), ADA, 1);
+    }
+
+    const email254 = `${'l'.repeat(64)}@${'d'.repeat(185)}.com`;
+    const accepted: [string, Partial<Profile>][] = [
+      ['a one-character name', { name: 'A' }],
+      ['a 100-character name', { name: 'n'.repeat(100) }],
+      ['a name of 100 emoji (200 UTF-16 units)', { name: '😀'.repeat(100) }],
+      ['a name with white space around it', { name: '  Ada  ' }],
+      ['the shortest email', { email: 'a@b.c' }],
+      ['a 254-character email', { email: email254 }],
+      ['an email with a plus, dots and subdomains', { email: 'first.last+tag@mail.example.co.uk' }],
+      ['a non-ASCII email', { email: 'zoë@exämple.de' }],
+      ['an empty bio', { bio: '' }],
+      ['a blank bio', { bio: '   ' }],
+      ['a 1000-character bio', { bio: 'b'.repeat(1000) }],
+      ['a bio of 1000 emoji (2000 UTF-16 units)', { bio: '😀'.repeat(1000) }],
+      ['every field null', { name: null, email: null, bio: null }],
+    ];
+    for (const [label, fields] of accepted) {
+      it(`accepts ${label}`, async () => {
+        assertProfile(await profile.write('POST', fields), { ...ADA, ...fields }, 2);
+      });
+    }
+
+    const rejected: [string, string, unknown, string][] = [
+      ['an empty name', 'name', '', NAME_RULE],
+      ['a blank name', 'name', '   ', NAME_RULE],
+      ['a name of tabs and new lines', 'name', '\t\n', NAME_RULE],
+      ['a name of Unicode spaces', 'name', '\u00a0\u3000\u2003', NAME_RULE],
+      ['a 101-character name', 'name', 'n'.repeat(101), NAME_RULE],
+      ['a name of 101 emoji', 'name', '😀'.repeat(101), NAME_RULE],
+      ['a number as the name', 'name', 123, NAME_RULE],
+      ['true as the name', 'name', true, NAME_RULE],
+      ['an array as the name', 'name', ['Ada'], NAME_RULE],
+      ['an object as the name', 'name', { first: 'Ada' }, NAME_RULE],
+      ['an email without @', 'email', 'ada.example.com', EMAIL_RULE],
+      ['an email without a dot in the domain', 'email', 'ada@example', EMAIL_RULE],
+      ['an email with a dot only in the local part', 'email', 'ada.lovelace@example', EMAIL_RULE],
+      ['an email without a local part', 'email', '@example.com', EMAIL_RULE],
+      ['an email without a domain', 'email', 'ada@', EMAIL_RULE],
+      ['an email whose domain starts with a dot', 'email', 'ada@.example.com', EMAIL_RULE],
+      ['an email whose domain ends with a dot', 'email', 'ada@example.', EMAIL_RULE],
+      ['an email with an empty domain label', 'email', 'ada@example..com', EMAIL_RULE],
+      ['an email with two @', 'email', 'ada@lovelace@example.com', EMAIL_RULE],
+      ['an email with a space', 'email', 'ada lovelace@example.com', EMAIL_RULE],
+      ['an email with a space around it', 'email', ' ada@example.com', EMAIL_RULE],
+      ['an empty email', 'email', '', EMAIL_RULE],
+      ['a 255-character email', 'email', `l${email254}`, EMAIL_RULE],
+      ['a number as the email', 'email', 42, EMAIL_RULE],
+      ['an object as the email', 'email', {}, EMAIL_RULE],
+      ['a 1001-character bio', 'bio', 'b'.repeat(1001), BIO_RULE],
+      ['a bio of 1001 emoji', 'bio', '😀'.repeat(1001), BIO_RULE],
+      ['a number as the bio', 'bio', 5, BIO_RULE],
+      ['false as the bio', 'bio', false, BIO_RULE],
+      ['an array as the bio', 'bio', ['x'], BIO_RULE],
+    ];
+    for (const [label, field, value, message] of rejected) {
+      it(`rejects ${label}, changing nothing`, async () => {
+        for (const method of WRITE_METHODS) {
+          const res = await profile.write(method, { [field]: value });
+          assertEnvelope(res, 400, 'VALIDATION_ERROR', [{ field, message, value }]);
+        }
+        await assertUnchanged();
+      });
+    }
+
+    for (const body of [
+      '{"age":36}',
+      '{"Name":"Ada"}',
+      '{"__proto__":{"name":"x"}}',
+      '{"constructor":{"prototype":{"name":"x"}}}',
+      '{"prototype":null}',
+      '{"":1}',
+    ]) {
+      it(`rejects the unknown key in ${body}, changing nothing`, async () => {
+        const [[key, value]] = Object.entries(JSON.parse(body)) as [[string, unknown]];
+        for (const method of WRITE_METHODS) {
+          const res = await profile.write(method, body);
+          assertEnvelope(res, 400, 'VALIDATION_ERROR', [{ field: key, message: 'is not allowed', value }]);
+        }
+        await assertUnchanged();
+        assert.equal(({} as Record<string, unknown>).name, undefined);
+      });
+    }
+
+    it('reports every invalid field at once, unknown keys first, and changes nothing', async () => {
+      const body = '{"name":"","email":"nope","bio":7,"age":36,"__proto__":1,"constructor":2}';
+      for (const method of WRITE_METHODS) {
+        assertEnvelope(await profile.write(method, body), 400, 'VALIDATION_ERROR', [
+          { field: 'age', message: 'is not allowed', value: 36 },
+          { field: '__proto__', message: 'is not allowed', value: 1 },
+          { field: 'constructor', message: 'is not allowed', value: 2 },
+          { field: 'name', message: NAME_RULE, value: '' },
+          { field: 'email', message: EMAIL_RULE, value: 'nope' },
+          { field: 'bio', message: BIO_RULE, value: 7 },
+        ]);
+      }
+      await assertUnchanged();
+    });
+
+    it('rejects the whole request when one field of several is invalid', async () => {
+      const res = await profile.write('POST', { name: 'Grace', email: 'grace@example', bio: 'Admiral.' });
+      assertEnvelope(res, 400, 'VALIDATION_ERROR', [{ field: 'email', message: EMAIL_RULE, value: 'grace@example' }]);
+      await assertUnchanged();
+    });
+
+    for (const [label, body] of [
+      ['an array', '[{"name":"Ada"}]'],
+      ['a string', '"Ada"'],
+      ['a number', '1'],
+      ['true', 'true'],
+    ] as const) {
+      it(`rejects ${label} as the body, changing nothing`, async () => {
+        for (const method of WRITE_METHODS) {
+          assertEnvelope(await profile.write(method, body), 400, 'VALIDATION_ERROR', [
+            { field: 'body', message: 'must be a JSON object', value: JSON.parse(body) },
+          ]);
+        }
+        await assertUnchanged();
+      });
+    }
+
+    it('rejects null, an empty body and no body, changing nothing', async () => {
+      const missing = [{ field: 'body', message: 'must be a JSON object', value: null }];
+      for (const method of WRITE_METHODS) {
+        assertEnvelope(await profile.write(method, 'null'), 400, 'VALIDATION_ERROR', missing);
+        assertEnvelope(await profile.write(method, ''), 400, 'VALIDATION_ERROR', missing);
+        assertEnvelope(await client.send({ method, path: PATH }), 400, 'VALIDATION_ERROR', missing);
+      }
+      await assertUnchanged();
+    });
+
+    it('rejects malformed JSON, changing nothing', async () => {
+      for (const method of WRITE_METHODS) {
+        assertEnvelope(await profile.write(method, '{"name":'), 400, 'MALFORMED_JSON');
+      }
+      await assertUnchanged();
+    });
+
+    for (const type of ['text/plain', 'application/x-www-form-urlencoded', 'application/jsonx']) {
+      it(`rejects Content-Type ${type} with 415, changing nothing`, async () => {
+        for (const method of WRITE_METHODS) {
+          const res = await profile.write(method, { name: 'Grace' }, { 'content-type': type });
+          const error = assertEnvelope(res, 415, 'UNSUPPORTED_MEDIA_TYPE');
+          assert.equal(error.message, `The request body must be application/json, not ${type}.`);
+        }
+        await assertUnchanged();
+      });
+    }
+
+    it('rejects a body without a Content-Type with 415, changing nothing', async () => {
+      for (const method of WRITE_METHODS) {
+        const res = await client.send({ method, path: PATH, body: '{"name":"Grace"}' });
+        assertEnvelope(res, 415, 'UNSUPPORTED_MEDIA_TYPE');
+      }
+      await assertUnchanged();
+    });
+
+    it('reports an invalid body before a failed precondition', async () => {
+      const res = await profile.write('PUT', { name: '' }, { 'if-match': '"0"' });
+      assertEnvelope(res, 400, 'VALIDATION_ERROR', [{ field: 'name', message: NAME_RULE, value: '' }]);
+      await assertUnchanged();
+    });
+  });
+
+  describe(`/api/profile If-Match and If-None-Match on writes (${transport})`, () => {
+    const store = new FreshStore();
+    let client: Client;
+    let profile: ProfileClient;
+    before(async () => {
+      client = await connect({}, { profileStore: store });
+      profile = profileClient(client);
+    });
+    beforeEach(async () => {
+      store.reset();
+      assertProfile(await profile.write('PUT', ADA), ADA, 1);
+    });
+    after(() => client.close());
+
+    async function assertUnchanged(): Promise<void> {
+      assertProfile(await profile.get(), ADA, 1);
+    }
+
+    for (const method of WRITE_METHODS) {
+      it(`${method} with If-Match naming the current ETag writes`, async () => {
+        assertProfile(await profile.write(method, { name: 'Grace' }, { 'if-match': '"1"' }), expected(method), 2);
+        assertProfile(await profile.write(method, { name: 'Grace' }, { 'if-match': '"2"' }), expected(method), 3);
+      });
+
+      for (const header of ['"0"', '"2"', 'W/"1"', '1', '"1" "2"', '"01"']) {
+        it(`${method} with If-Match: ${header} fails with 412, changing nothing`, async () => {
+          const res = await profile.write(method, { name: 'Grace' }, { 'if-match': header });
+          const error = assertEnvelope(res, 412, 'PRECONDITION_FAILED');
+          assert.equal(error.message, 'If-Match does not match the current ETag of the profile.');
+          assert.equal(res.headers.etag, undefined);
+          await assertUnchanged();
+        });
+      }
+
+      for (const header of ['*', '"0", "1"', 'W/"1", "1"']) {
+        it(`${method} with If-Match: ${header} writes`, async () => {
+          assertProfile(await profile.write(method, { name: 'Grace' }, { 'if-match': header }), expected(method), 2);
+        });
+      }
+
+      for (const header of ['*', '"1"', 'W/"1"']) {
+        it(`${method} with If-None-Match: ${header} fails with 412, changing nothing`, async () => {
+          const res = await profile.write(method, { name: 'Grace' }, { 'if-none-match': header });
+          const error = assertEnvelope(res, 412, 'PRECONDITION_FAILED');
+          assert.equal(error.message, 'If-None-Match matches the current ETag of the profile.');
+          await assertUnchanged();
+        });
+      }
+
+      it(`${method} with If-None-Match naming an old ETag writes`, async () => {
+        assertProfile(await profile.write(method, { name: 'Grace' }, { 'if-none-match': '"0"' }), expected(method), 2);
+      });
+    }
+
+    it('lets a client that read, then wrote with the tag it read, write only once', async () => {
+      const read = await profile.get();
+      const tag = String(read.headers.etag);
+      assertProfile(await profile.write('PATCH', { bio: 'First.' }, { 'if-match': tag }), { ...ADA, bio: 'First.' }, 2);
+      assertEnvelope(await profile.write('PATCH', { bio: 'Second.' }, { 'if-match': tag }), 412, 'PRECONDITION_FAILED');
+      assertProfile(await profile.get(), { ...ADA, bio: 'First.' }, 2);
+    });
+  });
+}
+
+/** The profile after writing `{name: "Grace"}` over ADA with `method`. */
+function expected(method: (typeof WRITE_METHODS)[number]): Profile {
+  return method === 'PUT' ? { ...EMPTY, name: 'Grace' } : { ...ADA, name: 'Grace' };
+}
+
+/**
+ * The memory store with a few milliseconds between a read and what follows, as a shared store
+ * reached over the network has: concurrent writers then really race. Counts how many
+ * compare-and-sets lost.
+ */
+class RoundTripStore implements ProfileStore {
+  readonly #inner = new MemoryProfileStore();
+  lostRaces = 0;
+
+  async get(): Promise<ProfileSnapshot> {
+    const snapshot = await this.#inner.get();
+    await sleep(2);
+    return snapshot;
+  }
+
+  async compareAndSet(expectedVersion: number, next: Profile): Promise<ProfileSnapshot | null> {
+    const stored = await this.#inner.compareAndSet(expectedVersion, next);
+    if (stored === null) this.lostRaces++;
+    return stored;
+  }
+}
+
+const WRITERS = 50;
+
+for (const [transport, connect] of transports) {
+  for (const storeKind of ['memory', 'round-trip'] as const) {
+    describe(`/api/profile under concurrent writes (${transport}, ${storeKind} store)`, () => {
+      let client: Client;
+      let store: RoundTripStore | undefined;
+      let profile: ProfileClient;
+      beforeEach(async () => {
+        store = storeKind === 'round-trip' ? new RoundTripStore() : undefined;
+        client = await connect({}, store === undefined ? {} : { profileStore: store });
+        profile = profileClient(client);
+        // Over HTTP, open the connections first, so that the writes arrive together rather than
+        // one connection set-up apart.
+        await Promise.all(Array.from({ length: WRITERS }, () => profile.get()));
+      });
+      afterEach(() => client.close());
+
+      /** With the round-trip store, writers must really have raced, or the test proves nothing. */
+      function assertRaced(): void {
+        if (store !== undefined) assert.ok(store.lostRaces > 0, 'some compare-and-set lost a race');
+      }
+
+      it(`lets exactly one of ${WRITERS} writers holding the same ETag win; the others get 412`, async () => {
+        const tag = String((await profile.write('PUT', ADA)).headers.etag);
+        const results = await Promise.all(
+          Array.from({ length: WRITERS }, (_, i) =>
+            profile.write('PATCH', { bio: `writer ${i}` }, { 'if-match': tag }),
+          ),
+        );
+        const winners = results.filter((res) => res.status === 200);
+        assert.equal(winners.length, 1);
+        for (const res of results.filter((r) => r.status !== 200)) {
+          assertEnvelope(res, 412, 'PRECONDITION_FAILED');
+        }
+        const winner = winners[0] as TestResponse;
+        const bio = winner.json().bio as string;
+        assertProfile(winner, { ...ADA, bio }, 2);
+        assertProfile(await profile.get(), { ...ADA, bio }, 2);
+        assertRaced();
+      });
+
+      it(`applies every one of ${WRITERS} unconditional writes: none is lost`, async () => {
+        const results = await Promise.all(
+          Array.from({ length: WRITERS }, (_, i) => profile.write('POST', { bio: `writer ${i}` })),
+        );
+        const versions = results.map((res, i) => {
+          assertProfile(res, { ...EMPTY, bio: `writer ${i}` }, versionOf(res));
+          return versionOf(res);
+        });
+        assert.deepEqual(
+          versions.sort((a, b) => a - b),
+          Array.from({ length: WRITERS }, (_, i) => i + 1),
+        );
+        const final = await profile.get();
+        assert.equal(versionOf(final), WRITERS);
+        // The last write to land is the one whose response carried the final version.
+        assert.equal(final.text, results.find((res) => versionOf(res) === WRITERS)?.text);
+        assertRaced();
+      });
+
+      it(`writes with If-Match: * all succeed, retried like unconditional ones`, async () => {
+        const results = await Promise.all(
+          Array.from({ length: WRITERS }, (_, i) => profile.write('PATCH', { name: `w${i}` }, { 'if-match': '*' })),
+        );
+        assert.deepEqual(
+          results.map((res) => res.status),
+          Array(WRITERS).fill(200),
+        );
+        assert.equal(versionOf(await profile.get()), WRITERS);
+        assertRaced();
+      });
+
+      it('never shows a reader fields from two different writes', async () => {
+        // Each writer writes name, email and bio that all carry its id; each write's response
+        // says which version it made. Every read must then be exactly one written version.
+        const written = new Map<number, string>([[0, JSON.stringify(EMPTY)]]);
+        let writing = true;
+        const reads: TestResponse[] = [];
+        const reader = async () => {
+          while (writing) {
+            reads.push(await profile.get());
+            // Let the writes progress: through inject, a read may never leave the microtask queue.
+            await nextTurn();
+          }
+        };
+        const readers = Array.from({ length: 4 }, reader);
+        const writes = await Promise.all(
+          Array.from({ length: WRITERS }, (_, i) =>
+            profile.write(i % 2 === 0 ? 'PUT' : 'POST', {
+              name: `writer ${i}`,
+              email: `writer${i}@example.com`,
+              bio: `bio of writer ${i}`,
+            }),
+          ),
+        );
+        writing = false;
+        await Promise.all(readers);
+        for (const res of writes) {
+          assert.equal(res.status, 200, res.text);
+          written.set(versionOf(res), res.text);
+        }
+        assert.equal(written.size, WRITERS + 1);
+        assert.ok(reads.length > 0);
+        for (const read of [...reads, await profile.get()]) {
+          assert.equal(read.status, 200);
+          const { name, email, bio } = read.json() as Profile;
+          const id = name?.slice('writer '.length);
+          assert.equal(email, name === null ? null : `writer${id}@example.com`, read.text);
+          assert.equal(bio, name === null ? null : `bio of writer ${id}`, read.text);
+          assert.equal(read.text, written.get(versionOf(read)), `version ${versionOf(read)} is what its write made`);
+        }
+        assertRaced();
+      });
+    });
+  }
+
+  describe(`/api/profile when writes keep losing races (${transport})`, () => {
+    it(`gives up after ${MAX_WRITE_ATTEMPTS} attempts with 503 and Retry-After, changing nothing`, async () => {
+      let attempts = 0;
+      const inner = new MemoryProfileStore();
+      const alwaysLosing: ProfileStore = {
+        get: () => inner.get(),
+        compareAndSet: async () => {
+          attempts++;
+          return null;
+        },
+      };
+      const client = await connect({}, { profileStore: alwaysLosing });
+      try {
+        const res = await profileClient(client).write('POST', { name: 'Ada' });
+        const error = assertEnvelope(res, 503, 'SERVICE_UNAVAILABLE');
+        assert.equal(error.message, 'The profile is being changed by too many requests at once; try again.');
+        assert.equal(res.headers['retry-after'], '1');
+        assert.equal(attempts, MAX_WRITE_ATTEMPTS);
+        assertProfile(await profileClient(client).get(), EMPTY, 0);
+      } finally {
+        await client.close();
+      }
+    });
+  });
+}
