@@ -105,7 +105,8 @@ function locate(error: ErrorObject): { segments: string[]; message: string } {
 }
 
 /**
- * One detail per invalid field, in schema order: the field's name (dotted when nested,
+ * One detail per invalid field, in the order Ajv reports them (keys that are not allowed first,
+ * then the properties in schema order): the field's name (dotted when nested,
  * `body` for the body as a whole), the message, and the value as the client sent it.
  */
 export function validationDetails(errors: readonly ErrorObject[], part: Part, request: FastifyRequest): ErrorDetail[] {
