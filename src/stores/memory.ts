@@ -13,7 +13,16 @@ function snapshot(profile: Profile, version: number): ProfileSnapshot {
  * sees one version or the next, never a mix.
  */
 export class MemoryProfileStore implements ProfileStore {
-  #current = snapshot(EMPTY_PROFILE, 0);
+  #current: ProfileSnapshot;
+
+  /**
+   * Versions start from the creation time in microseconds, not from 0: a restarted process
+   * then never hands out a version, and so an ETag, that a client may still hold for another
+   * profile. (Safe integers last until the year 2255 at this scale.)
+   */
+  constructor(firstVersion = Date.now() * 1000) {
+    this.#current = snapshot(EMPTY_PROFILE, firstVersion);
+  }
 
   async get(): Promise<ProfileSnapshot> {
     return this.#current;

@@ -3,7 +3,10 @@ import type { Profile } from '../domain/profile.js';
 /** The profile as one version of it: a store never hands out fields from two versions. */
 export interface ProfileSnapshot {
   readonly profile: Profile;
-  /** 0 for the initial, empty profile; every write adds 1. */
+  /**
+   * A safe integer; every write adds 1. A store never hands out a version it handed out for
+   * another profile before, not even across restarts, so an entity tag names one profile only.
+   */
   readonly version: number;
 }
 
