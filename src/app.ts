@@ -35,6 +35,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
     requestIdHeader: false, // ids are vetted by requestId, not taken as they come
     genReqId: requestId,
     bodyLimit: config.bodyLimit,
+    trustProxy: config.trustProxy,
     return503OnClosing: false, // requests still arriving while draining are served
     routerOptions: {
       ignoreTrailingSlash: true,
