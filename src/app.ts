@@ -5,6 +5,7 @@ import type { Config } from './config.js';
 import { clientErrorHandler, errorsPlugin, sendError } from './plugins/errors.js';
 import { jsonBodyPlugin } from './plugins/json-body.js';
 import { openapiPlugin, openapiRoute } from './plugins/openapi.js';
+import { rateLimitPlugin } from './plugins/rate-limit.js';
 import { requestId, requestIdPlugin } from './plugins/request-id.js';
 import { RequestLog } from './plugins/request-log.js';
 import { shutdownPlugin } from './plugins/shutdown.js';
@@ -17,13 +18,17 @@ import { helloRoutes } from './routes/hello.js';
 import { profileRoutes } from './routes/profile.js';
 import { searchRoutes } from './routes/search.js';
 import { MemoryProfileStore } from './stores/memory.js';
+import { MemoryRateLimitStore } from './stores/memory-rate-limit.js';
 import type { ProfileStore } from './stores/profile.js';
+import type { RateLimitStore } from './stores/rate-limit.js';
 
 export interface AppOptions {
   /** Where log lines go; standard output by default. */
   logStream?: DestinationStream;
   /** Where the profile lives; a new, empty in-memory profile by default. */
   profileStore?: ProfileStore;
+  /** Where the rate limiter counts requests; a new in-memory store by default. */
+  rateLimitStore?: RateLimitStore;
 }
 
 /** The whole service as a Fastify instance, not yet listening: what the server and every test build. */
@@ -35,6 +40,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
     requestIdHeader: false, // ids are vetted by requestId, not taken as they come
     genReqId: requestId,
     bodyLimit: config.bodyLimit,
+    trustProxy: config.trustProxy,
     return503OnClosing: false, // requests still arriving while draining are served
     routerOptions: {
       ignoreTrailingSlash: true,
@@ -56,6 +62,15 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   await app.register(requestIdPlugin);
   await app.register(shutdownPlugin);
   await app.register(openapiPlugin);
+  const prefix = config.contextPath === '/' ? '' : config.contextPath;
+  if (config.rateLimitMax > 0) {
+    await app.register(rateLimitPlugin, {
+      max: config.rateLimitMax,
+      windowMs: config.rateLimitWindowMs,
+      store: options.rateLimitStore ?? new MemoryRateLimitStore(),
+      path: `${prefix}/api`,
+    });
+  }
 
   await app.register(
     async (service) => {
@@ -68,7 +83,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
       await service.register(healthRoutes);
       await service.register(openapiRoute);
     },
-    { prefix: config.contextPath === '/' ? '' : config.contextPath },
+    { prefix },
   );
   return app;
 }

@@ -14,6 +14,12 @@ export interface Config {
   shutdownTimeoutMs: number;
   /** Key of the HMAC that signs pagination cursors: instances that share it accept each other's cursors. */
   cursorSecret: string;
+  /** Requests a client may make to `/api` routes per window; 0 turns rate limiting off. */
+  rateLimitMax: number;
+  /** Length of a client's rate-limit window, in milliseconds, from its first request in it. */
+  rateLimitWindowMs: number;
+  /** Whether `X-Forwarded-For` gives the client address: only behind a proxy that sets it. */
+  trustProxy: boolean;
 }
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
@@ -28,6 +34,9 @@ export const DEFAULT_CONFIG: Readonly<Config> = {
   shutdownTimeoutMs: 10_000,
   // A fresh key per process: cursors work with the instance that issued them, until it restarts.
   cursorSecret: randomBytes(32).toString('base64url'),
+  rateLimitMax: 1000,
+  rateLimitWindowMs: 60_000,
+  trustProxy: false,
 };
 
 const MIN_SECRET_LENGTH = 32;
@@ -47,6 +56,19 @@ function integer(min: number, max: number): Parse<number> {
     }
     return value;
   };
+}
+
+const BOOLEANS = new Map([
+  ['true', true],
+  ['1', true],
+  ['false', false],
+  ['0', false],
+]);
+
+function boolean(raw: string): boolean {
+  const value = BOOLEANS.get(raw.toLowerCase());
+  if (value === undefined) throw new Error('must be true, false, 1 or 0');
+  return value;
 }
 
 const parsers: { [K in keyof Config]: Parse<Config[K]> } = {
@@ -73,6 +95,9 @@ const parsers: { [K in keyof Config]: Parse<Config[K]> } = {
     if (raw.length < MIN_SECRET_LENGTH) throw new Error(`must be at least ${MIN_SECRET_LENGTH} characters`);
     return raw;
   },
+  rateLimitMax: integer(0, 2 ** 31 - 1),
+  rateLimitWindowMs: integer(1, 2 ** 31 - 1),
+  trustProxy: boolean,
 };
 
 /**
@@ -87,6 +112,9 @@ export const SOURCES: { [K in keyof Config]: { env: string; flag?: string; secre
   bodyLimit: { env: 'BODY_LIMIT' },
   shutdownTimeoutMs: { env: 'SHUTDOWN_TIMEOUT_MS' },
   cursorSecret: { env: 'CURSOR_SECRET', secret: true },
+  rateLimitMax: { env: 'RATE_LIMIT_MAX' },
+  rateLimitWindowMs: { env: 'RATE_LIMIT_WINDOW_MS' },
+  trustProxy: { env: 'TRUST_PROXY' },
 };
 
 /**

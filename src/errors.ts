@@ -42,6 +42,7 @@ const DESCRIPTIONS = {
   413: 'The body is larger than `BODY_LIMIT` (`PAYLOAD_TOO_LARGE`).',
   415: 'The body is not `application/json` or `application/*+json` in UTF-8 (`UNSUPPORTED_MEDIA_TYPE`).',
   422: 'A well-formed currency code that is not in the table (`UNSUPPORTED_CURRENCY`, one detail per such code).',
+  429: 'Too many requests from this client in the current window (`RATE_LIMIT_EXCEEDED`); `Retry-After` says when to try again.',
   500: 'Unexpected failure (`INTERNAL_ERROR`); the message is generic and `details` empty.',
   503: 'Shutting down, a dependency is unavailable, or too many writes at once (`SERVICE_UNAVAILABLE`); try again.',
 } as const;
@@ -51,6 +52,7 @@ export const VALIDATION_ERROR = 'VALIDATION_ERROR';
 export const MALFORMED_JSON = 'MALFORMED_JSON';
 export const INTERNAL_ERROR = 'INTERNAL_ERROR';
 export const UNSUPPORTED_CURRENCY = 'UNSUPPORTED_CURRENCY';
+export const RATE_LIMIT_EXCEEDED = 'RATE_LIMIT_EXCEEDED';
 const GENERIC_MESSAGE = 'An internal error occurred.';
 
 /**
@@ -102,6 +104,18 @@ export function unsupportedCurrency(codes: readonly { field: string; value: stri
   const details = codes.map(({ field, value }) => ({ field, message: 'is not a supported currency', value }));
   const named = [...new Set(codes.map(({ value }) => value.toUpperCase()))];
   return new ApiError(422, UNSUPPORTED_CURRENCY, `No exchange rate for ${named.join(' and ')}.`, details);
+}
+
+/**
+ * A 429 for a client over its limit. The contract names it RATE_LIMIT_EXCEEDED, not the reason
+ * phrase; the rate limiter sets Retry-After and the RateLimit-* headers on the reply itself.
+ */
+export function rateLimitExceeded(max: number, retryAfterSeconds: number): ApiError {
+  return new ApiError(
+    429,
+    RATE_LIMIT_EXCEEDED,
+    `More than ${max} requests in the current window; retry in ${retryAfterSeconds} s.`,
+  );
 }
 
 export function methodNotAllowed(method: string, allow: readonly string[]): ApiError {

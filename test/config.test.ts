@@ -4,7 +4,7 @@ import { describe, it } from 'node:test';
 import { ConfigError, DEFAULT_CONFIG, loadConfig } from '../src/config.js';
 
 describe('loadConfig', () => {
-  it('defaults to port 8080 on all interfaces, context path /, info logs, 1 MiB bodies, 10 s shutdown', () => {
+  it('defaults to port 8080 on all interfaces, context path /, info logs, 1 MiB bodies, 10 s shutdown, 1000 requests a minute, no proxy', () => {
     assert.deepEqual(loadConfig([], {}), {
       port: 8080,
       host: '0.0.0.0',
@@ -13,6 +13,9 @@ describe('loadConfig', () => {
       bodyLimit: 1048576,
       shutdownTimeoutMs: 10000,
       cursorSecret: DEFAULT_CONFIG.cursorSecret,
+      rateLimitMax: 1000,
+      rateLimitWindowMs: 60000,
+      trustProxy: false,
     });
     assert.deepEqual(loadConfig([], {}), DEFAULT_CONFIG);
   });
@@ -39,6 +42,9 @@ describe('loadConfig', () => {
       BODY_LIMIT: '2048',
       SHUTDOWN_TIMEOUT_MS: '0',
       CURSOR_SECRET: 'a shared secret of at least 32 characters',
+      RATE_LIMIT_MAX: '0',
+      RATE_LIMIT_WINDOW_MS: '1',
+      TRUST_PROXY: 'true',
     };
     assert.deepEqual(loadConfig([], env), {
       port: 9000,
@@ -48,7 +54,23 @@ describe('loadConfig', () => {
       bodyLimit: 2048,
       shutdownTimeoutMs: 0,
       cursorSecret: 'a shared secret of at least 32 characters',
+      rateLimitMax: 0,
+      rateLimitWindowMs: 1,
+      trustProxy: true,
     });
+  });
+
+  it('reads TRUST_PROXY as true, false, 1 or 0 in any case', () => {
+    for (const [raw, value] of [
+      ['true', true],
+      ['TRUE', true],
+      ['1', true],
+      ['false', false],
+      ['False', false],
+      ['0', false],
+    ] as const) {
+      assert.equal(loadConfig([], { TRUST_PROXY: raw }).trustProxy, value, raw);
+    }
   });
 
   it('lets --port and --host win over PORT and HOST', () => {
@@ -92,6 +114,13 @@ describe('loadConfig', () => {
       { SHUTDOWN_TIMEOUT_MS: 'soon' },
       'invalid SHUTDOWN_TIMEOUT_MS "soon": must be an integer from 0 to 2147483647',
     ],
+    [[], { RATE_LIMIT_MAX: '-1' }, 'invalid RATE_LIMIT_MAX "-1": must be an integer from 0 to 2147483647'],
+    [[], { RATE_LIMIT_MAX: '1e3' }, 'invalid RATE_LIMIT_MAX "1e3": must be an integer from 0 to 2147483647'],
+    [[], { RATE_LIMIT_WINDOW_MS: '0' }, 'invalid RATE_LIMIT_WINDOW_MS "0": must be an integer from 1 to 2147483647'],
+    [[], { RATE_LIMIT_WINDOW_MS: '1m' }, 'invalid RATE_LIMIT_WINDOW_MS "1m": must be an integer from 1 to 2147483647'],
+    [[], { TRUST_PROXY: 'yes' }, 'invalid TRUST_PROXY "yes": must be true, false, 1 or 0'],
+    // An inherited property of an object is no boolean.
+    [[], { TRUST_PROXY: 'constructor' }, 'invalid TRUST_PROXY "constructor": must be true, false, 1 or 0'],
     // A secret is not repeated in the message, not even a bad one.
     [[], { CURSOR_SECRET: 'too short, 31 characters long..' }, 'invalid CURSOR_SECRET: must be at least 32 characters'],
     [['--port', 'abc'], {}, 'invalid --port "abc": must be an integer from 0 to 65535'],

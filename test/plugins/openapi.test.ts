@@ -3,17 +3,17 @@ import { after, before, describe, it } from 'node:test';
 import { type Client, injectClient } from '../helpers.js';
 
 const OPERATIONS = [
-  ['get', '/api/hello', 'getHello', [500]],
-  ['get', '/api/hello/{name}', 'getGreeting', [400, 500]],
-  ['get', '/api/search', 'search', [400, 500]],
-  ['post', '/api/echo', 'echo', [400, 413, 415, 500]],
-  ['get', '/api/profile', 'getProfile', [412, 500]],
-  ['post', '/api/profile', 'updateProfile', [400, 412, 413, 415, 500, 503]],
-  ['patch', '/api/profile', 'patchProfile', [400, 412, 413, 415, 500, 503]],
-  ['put', '/api/profile', 'replaceProfile', [400, 412, 413, 415, 500, 503]],
-  ['get', '/api/exchange', 'exchange', [400, 422, 500]],
-  ['get', '/api/currencies', 'listCurrencies', [400, 500]],
-  ['get', '/api/currencies/{code}', 'getCurrency', [400, 404, 500]],
+  ['get', '/api/hello', 'getHello', [429, 500]],
+  ['get', '/api/hello/{name}', 'getGreeting', [400, 429, 500]],
+  ['get', '/api/search', 'search', [400, 429, 500]],
+  ['post', '/api/echo', 'echo', [400, 413, 415, 429, 500]],
+  ['get', '/api/profile', 'getProfile', [412, 429, 500]],
+  ['post', '/api/profile', 'updateProfile', [400, 412, 413, 415, 429, 500, 503]],
+  ['patch', '/api/profile', 'patchProfile', [400, 412, 413, 415, 429, 500, 503]],
+  ['put', '/api/profile', 'replaceProfile', [400, 412, 413, 415, 429, 500, 503]],
+  ['get', '/api/exchange', 'exchange', [400, 422, 429, 500]],
+  ['get', '/api/currencies', 'listCurrencies', [400, 429, 500]],
+  ['get', '/api/currencies/{code}', 'getCurrency', [400, 404, 429, 500]],
   ['get', '/healthz', 'getHealth', [500]],
   ['get', '/readyz', 'getReadiness', [500, 503]],
   ['get', '/openapi.json', 'getOpenApi', [500]],
@@ -63,6 +63,25 @@ describe('GET /openapi.json', () => {
     const envelope = doc.components.schemas.ErrorEnvelope;
     assert.deepEqual(envelope.required, ['error']);
     assert.deepEqual(envelope.properties.error.required, ['code', 'message', 'details', 'timestamp', 'request_id']);
+  });
+
+  it('documents the RateLimit-* headers on every response of a rate-limited operation, Retry-After on its 429', () => {
+    const limits = ['RateLimit-Limit', 'RateLimit-Remaining', 'RateLimit-Reset'];
+    for (const [method, path] of OPERATIONS) {
+      for (const [status, response] of Object.entries<any>(doc.paths[path][method].responses)) {
+        const headers = Object.keys(response.headers ?? {}).filter((name) => name !== 'etag');
+        const expected = !path.startsWith('/api') ? [] : status === '429' ? [...limits, 'Retry-After'] : limits;
+        assert.deepEqual(headers, expected, `${method} ${path} ${status}`);
+        for (const name of headers) assert.equal(response.headers[name].schema.type, 'integer');
+      }
+    }
+  });
+
+  it('documents no 429 and no RateLimit-* headers when rate limiting is off', async () => {
+    const off = await injectClient({ rateLimitMax: 0 });
+    const text = (await off.send({ path: '/openapi.json' })).text;
+    await off.close();
+    assert.doesNotMatch(text, /"429"|RateLimit-|Retry-After/);
   });
 
   it('leaves out the validation messages, which are no OpenAPI keyword', () => {
@@ -119,7 +138,7 @@ describe('GET /openapi.json', () => {
 
   it('documents the profile: ETag, 304 without a body, conditional headers, merge patch on PATCH', () => {
     const item = doc.paths['/api/profile'];
-    assert.deepEqual(Object.keys(item.get.responses), ['200', '304', '412', '500']);
+    assert.deepEqual(Object.keys(item.get.responses), ['200', '304', '412', '429', '500']);
     assert.equal(item.get.responses['304'].content, undefined);
     assert.equal(item.get.responses['304'].headers.etag.schema.type, 'string');
     const headers = (operation: { parameters: { name: string; in: string }[] }) =>

@@ -1,0 +1,68 @@
+import type { RateLimitCount, RateLimitStore } from './rate-limit.js';
+
+interface Window {
+  count: number;
+  /** When the window ends, on the store's clock. */
+  readonly endsAt: number;
+}
+
+/** How many keys a store holds by default: some 20 MB of counters at most. */
+export const DEFAULT_RATE_LIMIT_CAPACITY = 100_000;
+
+/**
+ * Counters in this process's memory, never more than `capacity` of them, whatever the number
+ * of clients. The map keeps its keys in the order their windows started (a key whose window
+ * restarts is moved to the end), so with one window length, as the service uses, the first key
+ * is the oldest window: the first to expire, and the one given up when a new key arrives at capacity. That client then starts a
+ * new window with its next request, so a flood of new addresses can only ever let the oldest
+ * clients through early, never block anyone wrongly. Every call does a constant amount of work.
+ */
+export class MemoryRateLimitStore implements RateLimitStore {
+  readonly #windows = new Map<string, Window>();
+  readonly #capacity: number;
+  readonly #now: () => number;
+
+  /** `now` is a monotonic clock in milliseconds, so that a change of the system time moves no window. */
+  constructor(capacity = DEFAULT_RATE_LIMIT_CAPACITY, now: () => number = () => performance.now()) {
+    if (!Number.isSafeInteger(capacity) || capacity < 1) throw new RangeError('capacity must be a positive integer');
+    this.#capacity = capacity;
+    this.#now = now;
+  }
+
+  /** How many keys are held. */
+  get size(): number {
+    return this.#windows.size;
+  }
+
+  async incr(key: string, windowMs: number): Promise<RateLimitCount> {
+    const now = this.#now();
+    this.#dropExpired(now);
+    const window = this.#windows.get(key);
+    if (window !== undefined && window.endsAt > now) {
+      window.count += 1;
+      return { current: window.count, ttl: window.endsAt - now };
+    }
+    // A new window goes to the end of the order; only a key not held yet can overfill the map.
+    if (window !== undefined) this.#windows.delete(key);
+    else if (this.#windows.size >= this.#capacity) this.#dropOldest();
+    this.#windows.set(key, { count: 1, endsAt: now + windowMs });
+    return { current: 1, ttl: windowMs };
+  }
+
+  /**
+   * Drops up to two expired windows from the front: more than a call can add, so the map
+   * shrinks back once clients go away, with no timer and no full scan.
+   */
+  #dropExpired(now: number): void {
+    for (let i = 0; i < 2; i++) {
+      const first = this.#windows.entries().next();
+      if (first.done === true || first.value[1].endsAt > now) return;
+      this.#windows.delete(first.value[0]);
+    }
+  }
+
+  #dropOldest(): void {
+    const first = this.#windows.keys().next();
+    if (first.done !== true) this.#windows.delete(first.value);
+  }
+}

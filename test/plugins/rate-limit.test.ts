@@ -1,0 +1,181 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { Config } from '../../src/config.js';
+import { MemoryRateLimitStore } from '../../src/stores/memory-rate-limit.js';
+import { assertEnvelope, type Client, injectClient, type TestResponse, transports } from '../helpers.js';
+
+const LIMIT_HEADERS = ['ratelimit-limit', 'ratelimit-remaining', 'ratelimit-reset', 'retry-after'];
+
+/** Asserts the RateLimit-* headers of a response within its window, and no Retry-After. */
+function assertLimits(res: TestResponse, limit: number, remaining: number, windowSeconds: number): void {
+  assert.equal(res.headers['ratelimit-limit'], String(limit), res.text);
+  assert.equal(res.headers['ratelimit-remaining'], String(remaining));
+  const reset = Number(res.headers['ratelimit-reset']);
+  assert.ok(Number.isInteger(reset) && reset >= 1 && reset <= windowSeconds, String(reset));
+  assert.equal(res.headers['retry-after'], undefined);
+}
+
+/** Asserts the 429 of a client over its limit: the envelope, Retry-After and the RateLimit-* headers. */
+function assertLimited(res: TestResponse, limit: number, windowSeconds: number): void {
+  assertEnvelope(res, 429, 'RATE_LIMIT_EXCEEDED');
+  const retryAfter = res.headers['retry-after'];
+  assert.match(String(retryAfter), /^[1-9]\d*$/);
+  assert.ok(Number(retryAfter) <= windowSeconds);
+  assert.equal(res.headers['ratelimit-limit'], String(limit));
+  assert.equal(res.headers['ratelimit-remaining'], '0');
+  assert.equal(res.headers['ratelimit-reset'], retryAfter);
+}
+
+function assertNoLimits(res: TestResponse): void {
+  for (const name of LIMIT_HEADERS) assert.equal(res.headers[name], undefined, `${name} on ${res.text}`);
+}
+
+for (const [transport, connect] of transports) {
+  describe(`rate limiting (${transport})`, () => {
+    const open: Client[] = [];
+    async function client(overrides: Partial<Config>): Promise<Client> {
+      const made = await connect(overrides);
+      open.push(made);
+      return made;
+    }
+    after(() => Promise.all(open.map((made) => made.close())));
+
+    it('counts down RateLimit-Remaining and answers the request over the limit with a 429', async () => {
+      const c = await client({ rateLimitMax: 3 });
+      for (const remaining of [2, 1, 0]) {
+        const res = await c.send({ path: '/api/hello' });
+        assert.equal(res.status, 200);
+        assertLimits(res, 3, remaining, 60);
+      }
+      const over = await c.send({ path: '/api/hello' });
+      assertLimited(over, 3, 60);
+      assert.match(over.json().error.message, /^More than 3 requests in the current window; retry in \d+ s\.$/);
+      // Still over: every further request in the window is refused too.
+      assertLimited(await c.send({ path: '/api/hello/Ada' }), 3, 60);
+    });
+
+    it('gives a client one counter for all /api routes, errors included', async () => {
+      const c = await client({ rateLimitMax: 7 });
+      const requests = [
+        { path: '/api/search?keyword=a', status: 200 },
+        // The route decides, not the spelling of the path.
+        { path: '/%61pi/hello/', status: 200 },
+        { path: '/api/search', status: 400 },
+        { path: '/api/nope', status: 404 },
+        { path: '/api', status: 404 },
+        { path: '/api/hello', method: 'DELETE', status: 405 },
+        { path: '/api/echo', method: 'POST', headers: { 'content-type': 'text/plain' }, body: 'x', status: 415 },
+      ];
+      for (const [i, { status, ...request }] of requests.entries()) {
+        const res = await c.send(request);
+        assert.equal(res.status, status, res.text);
+        assertLimits(res, 7, 6 - i, 60);
+      }
+      assertLimited(await c.send({ path: '/api/nope' }), 7, 60);
+      assertLimited(await c.send({ path: '/api/hello' }), 7, 60);
+    });
+
+    it('starts counting again when the window ends', async () => {
+      const c = await client({ rateLimitMax: 2, rateLimitWindowMs: 400 });
+      assertLimits(await c.send({ path: '/api/hello' }), 2, 1, 1);
+      assertLimits(await c.send({ path: '/api/hello' }), 2, 0, 1);
+      const over = await c.send({ path: '/api/hello' });
+      assertLimited(over, 2, 1);
+      assert.equal(over.headers['retry-after'], '1');
+      await sleep(450);
+      const again = await c.send({ path: '/api/hello' });
+      assert.equal(again.status, 200);
+      assertLimits(again, 2, 1, 1);
+    });
+
+    it('never limits /healthz, /readyz, /openapi.json or paths outside /api, and adds no headers there', async () => {
+      const c = await client({ rateLimitMax: 1 });
+      assert.equal((await c.send({ path: '/api/hello' })).status, 200);
+      assert.equal((await c.send({ path: '/api/hello' })).status, 429);
+      for (let i = 0; i < 3; i++) {
+        for (const [path, status] of [
+          ['/healthz', 200],
+          ['/readyz', 200],
+          ['/openapi.json', 200],
+          ['/nope', 404],
+          ['/apis', 404],
+        ] as const) {
+          const res = await c.send({ path });
+          assert.equal(res.status, status, path);
+          assertNoLimits(res);
+        }
+      }
+    });
+
+    it('limits nothing and adds no headers with RATE_LIMIT_MAX=0', async () => {
+      const c = await client({ rateLimitMax: 0 });
+      for (let i = 0; i < 30; i++) {
+        const res = await c.send({ path: i % 2 ? '/api/hello' : '/api/nope' });
+        assert.equal(res.status, i % 2 ? 200 : 404);
+        assertNoLimits(res);
+      }
+    });
+
+    it('ignores X-Forwarded-For without TRUST_PROXY', async () => {
+      const c = await client({ rateLimitMax: 1 });
+      assert.equal((await c.send({ path: '/api/hello', headers: { 'x-forwarded-for': '192.0.2.1' } })).status, 200);
+      const res = await c.send({ path: '/api/hello', headers: { 'x-forwarded-for': '192.0.2.2' } });
+      assertLimited(res, 1, 60);
+    });
+
+    it('counts each X-Forwarded-For client on its own with TRUST_PROXY', async () => {
+      const c = await client({ rateLimitMax: 1, trustProxy: true });
+      const from = (address: string) => c.send({ path: '/api/hello', headers: { 'x-forwarded-for': address } });
+      assertLimits(await from('192.0.2.1'), 1, 0, 60);
+      assertLimits(await from('192.0.2.2'), 1, 0, 60);
+      assertLimited(await from('192.0.2.1'), 1, 60);
+      // The client is the first address of the list, the one farthest from the service.
+      assertLimited(await from('192.0.2.2, 198.51.100.7'), 1, 60);
+    });
+
+    it('limits the /api routes under the context path only', async () => {
+      const c = await client({ rateLimitMax: 1, contextPath: '/svc' });
+      assertLimits(await c.send({ path: '/svc/api/hello' }), 1, 0, 60);
+      assertLimited(await c.send({ path: '/svc/api/currencies/EUR' }), 1, 60);
+      for (const path of ['/svc/healthz', '/api/hello', '/svc/openapi.json']) assertNoLimits(await c.send({ path }));
+    });
+  });
+}
+
+describe('rate limiting per client address (inject)', () => {
+  let client: Client;
+  let store: MemoryRateLimitStore;
+  const from = (remoteAddress: string) => client.app.inject({ url: '/api/hello', remoteAddress });
+  before(async () => {
+    store = new MemoryRateLimitStore(50);
+    client = await injectClient({ rateLimitMax: 2 }, { rateLimitStore: store });
+  });
+  after(() => client.close());
+
+  it('counts each address on its own', async () => {
+    for (const address of ['203.0.113.1', '203.0.113.2']) {
+      assert.equal((await from(address)).headers['ratelimit-remaining'], '1');
+      assert.equal((await from(address)).headers['ratelimit-remaining'], '0');
+      assert.equal((await from(address)).statusCode, 429);
+    }
+  });
+
+  it('counts an IPv6 client by its /64 network, as one host may hold all of it', async () => {
+    assert.equal((await from('2001:db8:1:2::1')).statusCode, 200);
+    assert.equal((await from('2001:db8:1:2::ffff')).statusCode, 200);
+    assert.equal((await from('2001:db8:1:2:abcd::1')).statusCode, 429);
+    assert.equal((await from('2001:db8:1:3::1')).statusCode, 200);
+  });
+
+  it('keeps the store within its bound however many addresses come, and the recent ones counted', async () => {
+    for (let i = 0; i < 1000; i++) {
+      assert.equal((await from(`10.0.${i >> 8}.${i & 255}`)).statusCode, 200);
+      assert.ok(store.size <= 50, String(store.size));
+    }
+    assert.equal(store.size, 50);
+    // The latest address (the 1000th, 10.0.3.231) keeps its count and gets its 429 on time.
+    assert.equal((await from('10.0.3.231')).headers['ratelimit-remaining'], '0');
+    assert.equal((await from('10.0.3.231')).statusCode, 429);
+  });
+});
