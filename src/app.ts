@@ -9,6 +9,7 @@ import { requestId, requestIdPlugin } from './plugins/request-id.js';
 import { RequestLog } from './plugins/request-log.js';
 import { shutdownPlugin } from './plugins/shutdown.js';
 import { validationPlugin } from './plugins/validation.js';
+import { setVersionHeaders, versionedUrlRewriter, versioningPlugin } from './plugins/versioning.js';
 import { currencyRoutes } from './routes/currencies.js';
 import { echoRoutes } from './routes/echo.js';
 import { exchangeRoutes } from './routes/exchange.js';
@@ -34,6 +35,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
     logController: requestLog,
     requestIdHeader: false, // ids are vetted by requestId, not taken as they come
     genReqId: requestId,
+    rewriteUrl: versionedUrlRewriter(config.contextPath),
     bodyLimit: config.bodyLimit,
     return503OnClosing: false, // requests still arriving while draining are served
     routerOptions: {
@@ -42,9 +44,10 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
       maxParamLength: Number.MAX_SAFE_INTEGER,
     },
     frameworkErrors: (error, request, reply) => {
-      // Errors raised before routing (a badly encoded path) get no response listeners from
-      // Fastify, so their log line is asked for here.
+      // Errors raised before routing (a badly encoded path) get no response listeners and run no
+      // hooks, so their log line and the hooks' headers are asked for here.
       reply.raw.once('finish', () => requestLog.requestCompleted(null, request, reply));
+      setVersionHeaders(config.contextPath, request, reply);
       sendError(error, request, reply);
     },
     clientErrorHandler,
@@ -54,8 +57,9 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   await app.register(validationPlugin);
   await app.register(jsonBodyPlugin);
   await app.register(requestIdPlugin);
+  await app.register(versioningPlugin, { contextPath: config.contextPath });
   await app.register(shutdownPlugin);
-  await app.register(openapiPlugin);
+  await app.register(openapiPlugin, { contextPath: config.contextPath });
 
   await app.register(
     async (service) => {

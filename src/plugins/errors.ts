@@ -53,7 +53,7 @@ const FRAMEWORK_ERRORS: Record<string, (error: FastifyError, request: FastifyReq
   FST_ERR_CTP_BODY_TOO_LARGE: (_, request) =>
     apiError(413, `The request body is larger than the limit of ${request.routeOptions.bodyLimit} bytes.`),
   FST_ERR_BAD_URL: (_, request) =>
-    validationError([{ field: 'path', message: 'must be valid percent-encoded UTF-8', value: request.url }]),
+    validationError([{ field: 'path', message: 'must be valid percent-encoded UTF-8', value: request.originalUrl }]),
 };
 
 function toApiError(error: FastifyError | ApiError, request: FastifyRequest): ApiError {
@@ -131,12 +131,13 @@ export const errorsPlugin = fp(
 
     app.setErrorHandler(sendError);
     app.setNotFoundHandler((request, reply) => {
+      // Matched as routed (/api/v1/hello as /api/hello), reported as sent.
       const path = request.url.split('?', 1)[0] ?? '/';
       const allow = [...methods].filter((method) => paths.find(method, path) !== null);
       const error =
         allow.length > 0
           ? methodNotAllowed(request.method, allow)
-          : apiError(404, `No route for ${request.method} ${path}.`);
+          : apiError(404, `No route for ${request.method} ${request.originalUrl.split('?', 1)[0]}.`);
       return sendError(error, request, reply);
     });
   },
