@@ -88,17 +88,23 @@ function checkVersion(request: FastifyRequest): void {
  * Accept naming another version turns the answer into a 406. Also set by the handler of the
  * errors Fastify raises before routing, which runs no hooks.
  */
-export function setVersionHeaders(contextPath: string, request: FastifyRequest, reply: FastifyReply): boolean {
-  if (!isApiPath(contextPath, request.url)) return false;
-  reply.header('api-version', API_VERSION).header('vary', 'Accept');
-  return true;
+export function setVersionHeaders(contextPath: string, request: FastifyRequest, reply: FastifyReply): void {
+  if (isApiPath(contextPath, request.url)) reply.header('api-version', API_VERSION).header('vary', 'Accept');
 }
 
-/** Versioning of every request under `/api`; the versioned paths are `versionedUrlRewriter`'s. */
+/**
+ * Versioning of every request under `/api`; the versioned paths are `versionedUrlRewriter`'s.
+ * The version is checked once the request hooks are done, so that its 400 or 406 carries the CORS
+ * headers a browser needs to read it, and so that a CORS preflight, answered in those hooks, is
+ * not judged by the query of the request it asks about. It is still checked before the body is read.
+ */
 export const versioningPlugin = fp(
   async (app: FastifyInstance, { contextPath }: { contextPath: string }) => {
     app.addHook('onRequest', async (request, reply) => {
-      if (setVersionHeaders(contextPath, request, reply)) checkVersion(request);
+      setVersionHeaders(contextPath, request, reply);
+    });
+    app.addHook('preParsing', async (request) => {
+      if (isApiPath(contextPath, request.url)) checkVersion(request);
     });
   },
   { name: 'versioning', dependencies: ['errors'] },

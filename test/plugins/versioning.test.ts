@@ -93,12 +93,17 @@ for (const [transport, connect] of transports) {
         ['version=', ''],
         ['version=1&version=2', ['1', '2']],
       ] as const) {
-        for (const path of [`/api/hello?${query}`, `/api/v1/currencies?${query}`]) {
+        for (const path of [`/api/hello?${query}`, `/api/v1/currencies?${query}`, `/api/nope?${query}`]) {
           const res = await client.send({ path });
           assertEnvelope(res, 400, 'VALIDATION_ERROR', [{ field: 'version', message: 'must be 1 or v1', value }]);
           assertVersionHeaders(res);
         }
       }
+    });
+
+    it('checks the version before the body', async () => {
+      const res = await client.send({ method: 'POST', path: '/api/echo?version=2', headers: JSON_TYPE, body: '[' });
+      assertEnvelope(res, 400, 'VALIDATION_ERROR', [{ field: 'version', message: 'must be 1 or v1', value: '2' }]);
     });
 
     it('answers 406 when Accept asks only for versions that do not exist', async () => {
