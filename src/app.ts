@@ -7,6 +7,7 @@ import { jsonBodyPlugin } from './plugins/json-body.js';
 import { openapiPlugin, openapiRoute } from './plugins/openapi.js';
 import { requestId, requestIdPlugin } from './plugins/request-id.js';
 import { RequestLog } from './plugins/request-log.js';
+import { SECURITY_HEADERS, securityPlugin } from './plugins/security.js';
 import { shutdownPlugin } from './plugins/shutdown.js';
 import { validationPlugin } from './plugins/validation.js';
 import { setVersionHeaders, versionedUrlRewriter, versioningPlugin } from './plugins/versioning.js';
@@ -47,6 +48,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
       // Errors raised before routing (a badly encoded path) get no response listeners and run no
       // hooks, so their log line and the hooks' headers are asked for here.
       reply.raw.once('finish', () => requestLog.requestCompleted(null, request, reply));
+      reply.headers(SECURITY_HEADERS);
       setVersionHeaders(config.contextPath, request, reply);
       sendError(error, request, reply);
     },
@@ -56,8 +58,10 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   await app.register(errorsPlugin);
   await app.register(validationPlugin);
   await app.register(jsonBodyPlugin);
+  // The hooks that set headers come before the CORS hook, which answers preflights and ends the chain.
   await app.register(requestIdPlugin);
   await app.register(versioningPlugin, { contextPath: config.contextPath });
+  await app.register(securityPlugin, { corsOrigins: config.corsOrigins });
   await app.register(shutdownPlugin);
   await app.register(openapiPlugin, { contextPath: config.contextPath });
 

@@ -14,6 +14,11 @@ export interface Config {
   shutdownTimeoutMs: number;
   /** Key of the HMAC that signs pagination cursors: instances that share it accept each other's cursors. */
   cursorSecret: string;
+  /**
+   * Origins whose browser scripts may call the API: `*` for any, or exact origins
+   * (`https://app.example`). Never with credentials.
+   */
+  corsOrigins: '*' | readonly string[];
 }
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
@@ -28,6 +33,8 @@ export const DEFAULT_CONFIG: Readonly<Config> = {
   shutdownTimeoutMs: 10_000,
   // A fresh key per process: cursors work with the instance that issued them, until it restarts.
   cursorSecret: randomBytes(32).toString('base64url'),
+  // A public API without credentials: any page may call it.
+  corsOrigins: '*',
 };
 
 const MIN_SECRET_LENGTH = 32;
@@ -47,6 +54,16 @@ function integer(min: number, max: number): Parse<number> {
     }
     return value;
   };
+}
+
+/** An origin as browsers send it in `Origin`: scheme, host and port if not the default, nothing else. */
+function isOrigin(text: string): boolean {
+  try {
+    const url = new URL(text);
+    return (url.protocol === 'http:' || url.protocol === 'https:') && url.origin === text;
+  } catch {
+    return false;
+  }
 }
 
 const parsers: { [K in keyof Config]: Parse<Config[K]> } = {
@@ -73,6 +90,15 @@ const parsers: { [K in keyof Config]: Parse<Config[K]> } = {
     if (raw.length < MIN_SECRET_LENGTH) throw new Error(`must be at least ${MIN_SECRET_LENGTH} characters`);
     return raw;
   },
+  corsOrigins: (raw) => {
+    if (raw.trim() === '*') return '*';
+    const origins = raw.split(',').map((origin) => origin.trim());
+    // Origins are compared exactly, as browsers send them: https://App.example would never match.
+    if (!origins.every(isOrigin)) {
+      throw new Error('must be * or a comma-separated list of origins such as https://app.example');
+    }
+    return origins;
+  },
 };
 
 /**
@@ -87,6 +113,7 @@ export const SOURCES: { [K in keyof Config]: { env: string; flag?: string; secre
   bodyLimit: { env: 'BODY_LIMIT' },
   shutdownTimeoutMs: { env: 'SHUTDOWN_TIMEOUT_MS' },
   cursorSecret: { env: 'CURSOR_SECRET', secret: true },
+  corsOrigins: { env: 'CORS_ORIGINS' },
 };
 
 /**

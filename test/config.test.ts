@@ -13,6 +13,7 @@ describe('loadConfig', () => {
       bodyLimit: 1048576,
       shutdownTimeoutMs: 10000,
       cursorSecret: DEFAULT_CONFIG.cursorSecret,
+      corsOrigins: '*',
     });
     assert.deepEqual(loadConfig([], {}), DEFAULT_CONFIG);
   });
@@ -39,6 +40,7 @@ describe('loadConfig', () => {
       BODY_LIMIT: '2048',
       SHUTDOWN_TIMEOUT_MS: '0',
       CURSOR_SECRET: 'a shared secret of at least 32 characters',
+      CORS_ORIGINS: 'https://a.example,http://localhost:3000',
     };
     assert.deepEqual(loadConfig([], env), {
       port: 9000,
@@ -48,6 +50,7 @@ describe('loadConfig', () => {
       bodyLimit: 2048,
       shutdownTimeoutMs: 0,
       cursorSecret: 'a shared secret of at least 32 characters',
+      corsOrigins: ['https://a.example', 'http://localhost:3000'],
     });
   });
 
@@ -69,6 +72,14 @@ describe('loadConfig', () => {
     assert.equal(loadConfig([], { CONTEXT_PATH: '/svc/' }).contextPath, '/svc');
     assert.equal(loadConfig([], { CONTEXT_PATH: '/a/b' }).contextPath, '/a/b');
     assert.equal(loadConfig([], { CONTEXT_PATH: '/' }).contextPath, '/');
+  });
+
+  it('reads CORS_ORIGINS as * or a list of origins, spaces around them ignored', () => {
+    assert.equal(loadConfig([], { CORS_ORIGINS: '*' }).corsOrigins, '*');
+    assert.deepEqual(loadConfig([], { CORS_ORIGINS: ' https://a.example , https://b.example:8443 ' }).corsOrigins, [
+      'https://a.example',
+      'https://b.example:8443',
+    ]);
   });
 
   const bad: [string[], Record<string, string>, string][] = [
@@ -95,6 +106,18 @@ describe('loadConfig', () => {
     // A secret is not repeated in the message, not even a bad one.
     [[], { CURSOR_SECRET: 'too short, 31 characters long..' }, 'invalid CURSOR_SECRET: must be at least 32 characters'],
     [['--port', 'abc'], {}, 'invalid --port "abc": must be an integer from 0 to 65535'],
+    ...[
+      'a.example',
+      'https://a.example/',
+      'https://A.example',
+      'ftp://a.example',
+      'https://a.example,',
+      '*,https://a.example',
+    ].map((value): [string[], Record<string, string>, string] => [
+      [],
+      { CORS_ORIGINS: value },
+      `invalid CORS_ORIGINS ${JSON.stringify(value)}: must be * or a comma-separated list of origins such as https://app.example`,
+    ]),
   ];
   for (const [argv, env, message] of bad) {
     it(`rejects ${argv.join(' ') || JSON.stringify(env)} naming it`, () => {

@@ -15,6 +15,7 @@ import {
   validationError,
 } from '../errors.js';
 import { utcDateTime } from '../lib/local-time.js';
+import { SECURITY_HEADERS } from './security.js';
 import { validationDetails } from './validation.js';
 
 declare module 'fastify' {
@@ -86,8 +87,8 @@ export function sendError(error: FastifyError | ApiError, request: FastifyReques
 
 /**
  * Errors raised on a connection before there is a request to answer (a malformed request
- * line, headers over the size limit, a request timeout): answered with the envelope too,
- * written straight to the socket, which then closes. Given to Fastify as `clientErrorHandler`.
+ * line, headers over the size limit, a request timeout): answered with the envelope and the
+ * security headers too, written straight to the socket, which then closes. Given to Fastify as `clientErrorHandler`.
  */
 export function clientErrorHandler(this: FastifyInstance, error: NodeJS.ErrnoException, socket: Socket): void {
   if (error.code === 'ECONNRESET' || socket.destroyed) return;
@@ -105,6 +106,9 @@ export function clientErrorHandler(this: FastifyInstance, error: NodeJS.ErrnoExc
       'Content-Type: application/json; charset=utf-8\r\n' +
       `Content-Length: ${Buffer.byteLength(body)}\r\n` +
       `X-Request-Id: ${id}\r\n` +
+      Object.entries(SECURITY_HEADERS)
+        .map(([name, value]) => `${name}: ${value}\r\n`)
+        .join('') +
       'Connection: close\r\n\r\n' +
       body,
   );
@@ -123,6 +127,9 @@ export const errorsPlugin = fp(
     const paths = FindMyWay({ ignoreTrailingSlash: true, maxParamLength: Number.MAX_SAFE_INTEGER });
     const methods = new Set<HTTPMethod>();
     app.addHook('onRoute', (route) => {
+      // A catch-all route, such as the OPTIONS one @fastify/cors adds so that preflights reach its
+      // hook and that hands everything else back here, does not make every path exist.
+      if (route.url === '/*' || route.url === '*') return;
       for (const method of [route.method].flat() as HTTPMethod[]) {
         methods.add(method);
         if (!paths.hasRoute(method, route.url)) paths.on(method, route.url, () => {});

@@ -42,7 +42,7 @@ function comparable(res: TestResponse) {
 
 function assertVersionHeaders(res: TestResponse): void {
   assert.equal(res.headers['api-version'], '1', res.text);
-  assert.equal(res.headers.vary, 'Accept');
+  assert.match(String(res.headers.vary), /^Accept(, |$)/);
 }
 
 for (const [transport, connect] of transports) {
@@ -146,7 +146,7 @@ for (const [transport, connect] of transports) {
       for (const path of ['/healthz', '/readyz', '/openapi.json', '/nope', '/apix']) {
         const res = await client.send({ path });
         assert.equal(res.headers['api-version'], undefined, path);
-        assert.equal(res.headers.vary, undefined, path);
+        assert.doesNotMatch(String(res.headers.vary), /Accept/, path);
       }
     });
 
