@@ -53,6 +53,20 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
       sendError(error, request, reply);
     },
     clientErrorHandler,
+    // Against slow clients: a request must arrive within its timeouts (else 408, from
+    // clientErrorHandler), and Node checks them often enough for a short timeout to hold.
+    http: {
+      headersTimeout: config.headersTimeoutMs,
+      requestTimeout: config.requestTimeoutMs,
+      connectionsCheckingInterval: Math.min(1000, config.headersTimeoutMs / 4),
+    },
+    requestTimeout: config.requestTimeoutMs, // Fastify sets it again on the server: the same value
+    // A connection on which no byte moves for as long as a whole request may take is dead, e.g. a
+    // client that stopped reading its response.
+    connectionTimeout: config.requestTimeoutMs,
+    // Longer than the 60 s idle timeout of common load balancers, so that the service never closes
+    // a kept-alive connection just as the balancer sends a request on it (Fastify's own default).
+    keepAliveTimeout: 72_000,
   }).withTypeProvider<TypeBoxTypeProvider>();
 
   await app.register(errorsPlugin);

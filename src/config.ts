@@ -19,6 +19,10 @@ export interface Config {
    * (`https://app.example`). Never with credentials.
    */
   corsOrigins: '*' | readonly string[];
+  /** How long a client may take to send a request's headers, in milliseconds. */
+  headersTimeoutMs: number;
+  /** How long a client may take to send a whole request, headers and body, in milliseconds. */
+  requestTimeoutMs: number;
 }
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
@@ -35,6 +39,11 @@ export const DEFAULT_CONFIG: Readonly<Config> = {
   cursorSecret: randomBytes(32).toString('base64url'),
   // A public API without credentials: any page may call it.
   corsOrigins: '*',
+  // A client on a poor network sends its headers in well under a second; 10 s leaves room for
+  // one that struggles while not holding a connection for long. 30 s reads the default 1 MiB
+  // body at a mere 35 KB/s.
+  headersTimeoutMs: 10_000,
+  requestTimeoutMs: 30_000,
 };
 
 const MIN_SECRET_LENGTH = 32;
@@ -99,6 +108,8 @@ const parsers: { [K in keyof Config]: Parse<Config[K]> } = {
     }
     return origins;
   },
+  headersTimeoutMs: integer(1, 2 ** 31 - 1),
+  requestTimeoutMs: integer(1, 2 ** 31 - 1),
 };
 
 /**
@@ -114,11 +125,14 @@ export const SOURCES: { [K in keyof Config]: { env: string; flag?: string; secre
   shutdownTimeoutMs: { env: 'SHUTDOWN_TIMEOUT_MS' },
   cursorSecret: { env: 'CURSOR_SECRET', secret: true },
   corsOrigins: { env: 'CORS_ORIGINS' },
+  headersTimeoutMs: { env: 'HEADERS_TIMEOUT_MS' },
+  requestTimeoutMs: { env: 'REQUEST_TIMEOUT_MS' },
 };
 
 /**
  * Reads the configuration: a flag wins over its environment variable, which wins over the
- * default. An empty variable counts as unset. Throws ConfigError naming the first bad value.
+ * default. An empty variable counts as unset. Throws ConfigError naming the first bad value, or
+ * the headers timeout when it is longer than the request timeout.
  */
 export function loadConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Config {
   let flags: Record<string, string | undefined>;
@@ -146,6 +160,13 @@ export function loadConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Con
       const shown = secret ? '' : ` ${JSON.stringify(raw)}`;
       throw new ConfigError(`invalid ${source}${shown}: ${(error as Error).message}`);
     }
+  }
+  const { headersTimeoutMs, requestTimeoutMs } = config as unknown as Config;
+  // The headers are part of the request: Node refuses a headers timeout longer than the request's.
+  if (headersTimeoutMs > requestTimeoutMs) {
+    throw new ConfigError(
+      `invalid HEADERS_TIMEOUT_MS ${headersTimeoutMs}: must not be more than REQUEST_TIMEOUT_MS (${requestTimeoutMs})`,
+    );
   }
   return config as unknown as Config;
 }

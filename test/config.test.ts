@@ -4,7 +4,7 @@ import { describe, it } from 'node:test';
 import { ConfigError, DEFAULT_CONFIG, loadConfig } from '../src/config.js';
 
 describe('loadConfig', () => {
-  it('defaults to port 8080 on all interfaces, context path /, info logs, 1 MiB bodies, 10 s shutdown', () => {
+  it('defaults to port 8080 on all interfaces, context path /, info logs, 1 MiB bodies, 10 s shutdown, any origin, 10 s/30 s timeouts', () => {
     assert.deepEqual(loadConfig([], {}), {
       port: 8080,
       host: '0.0.0.0',
@@ -14,6 +14,8 @@ describe('loadConfig', () => {
       shutdownTimeoutMs: 10000,
       cursorSecret: DEFAULT_CONFIG.cursorSecret,
       corsOrigins: '*',
+      headersTimeoutMs: 10000,
+      requestTimeoutMs: 30000,
     });
     assert.deepEqual(loadConfig([], {}), DEFAULT_CONFIG);
   });
@@ -41,6 +43,8 @@ describe('loadConfig', () => {
       SHUTDOWN_TIMEOUT_MS: '0',
       CURSOR_SECRET: 'a shared secret of at least 32 characters',
       CORS_ORIGINS: 'https://a.example,http://localhost:3000',
+      HEADERS_TIMEOUT_MS: '5000',
+      REQUEST_TIMEOUT_MS: '5000',
     };
     assert.deepEqual(loadConfig([], env), {
       port: 9000,
@@ -51,6 +55,8 @@ describe('loadConfig', () => {
       shutdownTimeoutMs: 0,
       cursorSecret: 'a shared secret of at least 32 characters',
       corsOrigins: ['https://a.example', 'http://localhost:3000'],
+      headersTimeoutMs: 5000,
+      requestTimeoutMs: 5000,
     });
   });
 
@@ -82,6 +88,18 @@ describe('loadConfig', () => {
     ]);
   });
 
+  it('rejects a headers timeout longer than the request timeout, whichever was set', () => {
+    const message = 'invalid HEADERS_TIMEOUT_MS 20000: must not be more than REQUEST_TIMEOUT_MS (10000)';
+    assert.throws(
+      () => loadConfig([], { HEADERS_TIMEOUT_MS: '20000', REQUEST_TIMEOUT_MS: '10000' }),
+      new ConfigError(message),
+    );
+    assert.throws(
+      () => loadConfig([], { REQUEST_TIMEOUT_MS: '5000' }),
+      new ConfigError('invalid HEADERS_TIMEOUT_MS 10000: must not be more than REQUEST_TIMEOUT_MS (5000)'),
+    );
+  });
+
   const bad: [string[], Record<string, string>, string][] = [
     [[], { PORT: 'abc' }, 'invalid PORT "abc": must be an integer from 0 to 65535'],
     [[], { PORT: '65536' }, 'invalid PORT "65536": must be an integer from 0 to 65535'],
@@ -103,6 +121,8 @@ describe('loadConfig', () => {
       { SHUTDOWN_TIMEOUT_MS: 'soon' },
       'invalid SHUTDOWN_TIMEOUT_MS "soon": must be an integer from 0 to 2147483647',
     ],
+    [[], { HEADERS_TIMEOUT_MS: '0' }, 'invalid HEADERS_TIMEOUT_MS "0": must be an integer from 1 to 2147483647'],
+    [[], { REQUEST_TIMEOUT_MS: '1s' }, 'invalid REQUEST_TIMEOUT_MS "1s": must be an integer from 1 to 2147483647'],
     // A secret is not repeated in the message, not even a bad one.
     [[], { CURSOR_SECRET: 'too short, 31 characters long..' }, 'invalid CURSOR_SECRET: must be at least 32 characters'],
     [['--port', 'abc'], {}, 'invalid --port "abc": must be an integer from 0 to 65535'],
