@@ -159,6 +159,7 @@ for (const [transport, connectClient] of transports) {
           { field: 'path', message: 'must be valid percent-encoded UTF-8', value: path },
         ]);
         assertSecurityHeaders(res.headers);
+        assert.deepEqual(corsHeaders(res), [], 'no hook ran: no CORS headers, as the README says');
       }
     });
   });
