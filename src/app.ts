@@ -8,8 +8,10 @@ import { openapiPlugin, openapiRoute } from './plugins/openapi.js';
 import { rateLimitPlugin } from './plugins/rate-limit.js';
 import { requestId, requestIdPlugin } from './plugins/request-id.js';
 import { RequestLog } from './plugins/request-log.js';
+import { SECURITY_HEADERS, securityPlugin } from './plugins/security.js';
 import { shutdownPlugin } from './plugins/shutdown.js';
 import { validationPlugin } from './plugins/validation.js';
+import { setVersionHeaders, versionedUrlRewriter, versioningPlugin } from './plugins/versioning.js';
 import { currencyRoutes } from './routes/currencies.js';
 import { echoRoutes } from './routes/echo.js';
 import { exchangeRoutes } from './routes/exchange.js';
@@ -39,6 +41,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
     logController: requestLog,
     requestIdHeader: false, // ids are vetted by requestId, not taken as they come
     genReqId: requestId,
+    rewriteUrl: versionedUrlRewriter(config.contextPath),
     bodyLimit: config.bodyLimit,
     trustProxy: config.trustProxy,
     return503OnClosing: false, // requests still arriving while draining are served
@@ -48,20 +51,39 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
       maxParamLength: Number.MAX_SAFE_INTEGER,
     },
     frameworkErrors: (error, request, reply) => {
-      // Errors raised before routing (a badly encoded path) get no response listeners from
-      // Fastify, so their log line is asked for here.
+      // Errors raised before routing (a badly encoded path) get no response listeners and run no
+      // hooks, so their log line and the hooks' headers are asked for here.
       reply.raw.once('finish', () => requestLog.requestCompleted(null, request, reply));
+      reply.headers(SECURITY_HEADERS);
+      setVersionHeaders(config.contextPath, request, reply);
       sendError(error, request, reply);
     },
     clientErrorHandler,
+    // Against slow clients: a request must arrive within its timeouts (else 408, from
+    // clientErrorHandler), and Node checks them often enough for a short timeout to hold.
+    http: {
+      headersTimeout: config.headersTimeoutMs,
+      requestTimeout: config.requestTimeoutMs,
+      connectionsCheckingInterval: Math.min(1000, config.headersTimeoutMs / 4),
+    },
+    requestTimeout: config.requestTimeoutMs, // Fastify sets it again on the server: the same value
+    // A connection on which no byte moves for as long as a whole request may take is dead, e.g. a
+    // client that stopped reading its response.
+    connectionTimeout: config.requestTimeoutMs,
+    // Longer than the 60 s idle timeout of common load balancers, so that the service never closes
+    // a kept-alive connection just as the balancer sends a request on it (Fastify's own default).
+    keepAliveTimeout: 72_000,
   }).withTypeProvider<TypeBoxTypeProvider>();
 
   await app.register(errorsPlugin);
   await app.register(validationPlugin);
   await app.register(jsonBodyPlugin);
+  // The hooks that set headers come before the CORS hook, which answers preflights and ends the chain.
   await app.register(requestIdPlugin);
+  await app.register(versioningPlugin, { contextPath: config.contextPath });
+  await app.register(securityPlugin, { corsOrigins: config.corsOrigins });
   await app.register(shutdownPlugin);
-  await app.register(openapiPlugin);
+  await app.register(openapiPlugin, { contextPath: config.contextPath });
   const prefix = config.contextPath === '/' ? '' : config.contextPath;
   if (config.rateLimitMax > 0) {
     await app.register(rateLimitPlugin, {

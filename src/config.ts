@@ -20,6 +20,15 @@ export interface Config {
   rateLimitWindowMs: number;
   /** Whether `X-Forwarded-For` gives the client address: only behind a proxy that sets it. */
   trustProxy: boolean;
+  /**
+   * Origins whose browser scripts may call the API: `*` for any, or exact origins
+   * (`https://app.example`). Never with credentials.
+   */
+  corsOrigins: '*' | readonly string[];
+  /** How long a client may take to send a request's headers, in milliseconds. */
+  headersTimeoutMs: number;
+  /** How long a client may take to send a whole request, headers and body, in milliseconds. */
+  requestTimeoutMs: number;
 }
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
@@ -37,6 +46,13 @@ export const DEFAULT_CONFIG: Readonly<Config> = {
   rateLimitMax: 1000,
   rateLimitWindowMs: 60_000,
   trustProxy: false,
+  // A public API without credentials: any page may call it.
+  corsOrigins: '*',
+  // A client on a poor network sends its headers in well under a second; 10 s leaves room for
+  // one that struggles while not holding a connection for long. 30 s reads the default 1 MiB
+  // body at a mere 35 KB/s.
+  headersTimeoutMs: 10_000,
+  requestTimeoutMs: 30_000,
 };
 
 const MIN_SECRET_LENGTH = 32;
@@ -71,6 +87,16 @@ function boolean(raw: string): boolean {
   return value;
 }
 
+/** An origin as browsers send it in `Origin`: scheme, host and port if not the default, nothing else. */
+function isOrigin(text: string): boolean {
+  try {
+    const url = new URL(text);
+    return (url.protocol === 'http:' || url.protocol === 'https:') && url.origin === text;
+  } catch {
+    return false;
+  }
+}
+
 const parsers: { [K in keyof Config]: Parse<Config[K]> } = {
   port: integer(0, 65535),
   host: (raw) => {
@@ -98,6 +124,17 @@ const parsers: { [K in keyof Config]: Parse<Config[K]> } = {
   rateLimitMax: integer(0, 2 ** 31 - 1),
   rateLimitWindowMs: integer(1, 2 ** 31 - 1),
   trustProxy: boolean,
+  corsOrigins: (raw) => {
+    if (raw.trim() === '*') return '*';
+    const origins = raw.split(',').map((origin) => origin.trim());
+    // Origins are compared exactly, as browsers send them: https://App.example would never match.
+    if (!origins.every(isOrigin)) {
+      throw new Error('must be * or a comma-separated list of origins such as https://app.example');
+    }
+    return origins;
+  },
+  headersTimeoutMs: integer(1, 2 ** 31 - 1),
+  requestTimeoutMs: integer(1, 2 ** 31 - 1),
 };
 
 /**
@@ -115,11 +152,15 @@ export const SOURCES: { [K in keyof Config]: { env: string; flag?: string; secre
   rateLimitMax: { env: 'RATE_LIMIT_MAX' },
   rateLimitWindowMs: { env: 'RATE_LIMIT_WINDOW_MS' },
   trustProxy: { env: 'TRUST_PROXY' },
+  corsOrigins: { env: 'CORS_ORIGINS' },
+  headersTimeoutMs: { env: 'HEADERS_TIMEOUT_MS' },
+  requestTimeoutMs: { env: 'REQUEST_TIMEOUT_MS' },
 };
 
 /**
  * Reads the configuration: a flag wins over its environment variable, which wins over the
- * default. An empty variable counts as unset. Throws ConfigError naming the first bad value.
+ * default. An empty variable counts as unset. Throws ConfigError naming the first bad value, or
+ * the headers timeout when it is longer than the request timeout.
  */
 export function loadConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Config {
   let flags: Record<string, string | undefined>;
@@ -147,6 +188,13 @@ export function loadConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Con
       const shown = secret ? '' : ` ${JSON.stringify(raw)}`;
       throw new ConfigError(`invalid ${source}${shown}: ${(error as Error).message}`);
     }
+  }
+  const { headersTimeoutMs, requestTimeoutMs } = config as unknown as Config;
+  // The headers are part of the request: Node refuses a headers timeout longer than the request's.
+  if (headersTimeoutMs > requestTimeoutMs) {
+    throw new ConfigError(
+      `invalid HEADERS_TIMEOUT_MS ${headersTimeoutMs}: must not be more than REQUEST_TIMEOUT_MS (${requestTimeoutMs})`,
+    );
   }
   return config as unknown as Config;
 }

@@ -35,9 +35,10 @@ export type ErrorEnvelope = Static<typeof ErrorEnvelope>;
 
 /** What the OpenAPI document says of each error status a route may answer. */
 const DESCRIPTIONS = {
-  400: 'Validation failed (`VALIDATION_ERROR`, one detail per invalid field) or the body is not JSON (`MALFORMED_JSON`).',
+  400: 'Validation failed (`VALIDATION_ERROR`, one detail per invalid field, `version` included) or the body is not JSON (`MALFORMED_JSON`).',
   404: 'No such route or resource (`NOT_FOUND`).',
   405: 'The path exists with other methods (`METHOD_NOT_ALLOWED`); `Allow` lists them.',
+  406: 'Accept asks only for API versions that do not exist (`NOT_ACCEPTABLE`).',
   412: 'If-Match names no current `ETag`, or If-None-Match names it (`PRECONDITION_FAILED`); nothing was changed.',
   413: 'The body is larger than `BODY_LIMIT` (`PAYLOAD_TOO_LARGE`).',
   415: 'The body is not `application/json` or `application/*+json` in UTF-8 (`UNSUPPORTED_MEDIA_TYPE`).',

@@ -4,7 +4,7 @@ import { describe, it } from 'node:test';
 import { ConfigError, DEFAULT_CONFIG, loadConfig } from '../src/config.js';
 
 describe('loadConfig', () => {
-  it('defaults to port 8080 on all interfaces, context path /, info logs, 1 MiB bodies, 10 s shutdown, 1000 requests a minute, no proxy', () => {
+  it('defaults to port 8080 on all interfaces, context path /, info logs, 1 MiB bodies, 10 s shutdown, 1000 requests a minute, no proxy, any origin, 10 s/30 s timeouts', () => {
     assert.deepEqual(loadConfig([], {}), {
       port: 8080,
       host: '0.0.0.0',
@@ -16,6 +16,9 @@ describe('loadConfig', () => {
       rateLimitMax: 1000,
       rateLimitWindowMs: 60000,
       trustProxy: false,
+      corsOrigins: '*',
+      headersTimeoutMs: 10000,
+      requestTimeoutMs: 30000,
     });
     assert.deepEqual(loadConfig([], {}), DEFAULT_CONFIG);
   });
@@ -45,6 +48,9 @@ describe('loadConfig', () => {
       RATE_LIMIT_MAX: '0',
       RATE_LIMIT_WINDOW_MS: '1',
       TRUST_PROXY: 'true',
+      CORS_ORIGINS: 'https://a.example,http://localhost:3000',
+      HEADERS_TIMEOUT_MS: '5000',
+      REQUEST_TIMEOUT_MS: '5000',
     };
     assert.deepEqual(loadConfig([], env), {
       port: 9000,
@@ -57,6 +63,9 @@ describe('loadConfig', () => {
       rateLimitMax: 0,
       rateLimitWindowMs: 1,
       trustProxy: true,
+      corsOrigins: ['https://a.example', 'http://localhost:3000'],
+      headersTimeoutMs: 5000,
+      requestTimeoutMs: 5000,
     });
   });
 
@@ -93,6 +102,26 @@ describe('loadConfig', () => {
     assert.equal(loadConfig([], { CONTEXT_PATH: '/' }).contextPath, '/');
   });
 
+  it('reads CORS_ORIGINS as * or a list of origins, spaces around them ignored', () => {
+    assert.equal(loadConfig([], { CORS_ORIGINS: '*' }).corsOrigins, '*');
+    assert.deepEqual(loadConfig([], { CORS_ORIGINS: ' https://a.example , https://b.example:8443 ' }).corsOrigins, [
+      'https://a.example',
+      'https://b.example:8443',
+    ]);
+  });
+
+  it('rejects a headers timeout longer than the request timeout, whichever was set', () => {
+    const message = 'invalid HEADERS_TIMEOUT_MS 20000: must not be more than REQUEST_TIMEOUT_MS (10000)';
+    assert.throws(
+      () => loadConfig([], { HEADERS_TIMEOUT_MS: '20000', REQUEST_TIMEOUT_MS: '10000' }),
+      new ConfigError(message),
+    );
+    assert.throws(
+      () => loadConfig([], { REQUEST_TIMEOUT_MS: '5000' }),
+      new ConfigError('invalid HEADERS_TIMEOUT_MS 10000: must not be more than REQUEST_TIMEOUT_MS (5000)'),
+    );
+  });
+
   const bad: [string[], Record<string, string>, string][] = [
     [[], { PORT: 'abc' }, 'invalid PORT "abc": must be an integer from 0 to 65535'],
     [[], { PORT: '65536' }, 'invalid PORT "65536": must be an integer from 0 to 65535'],
@@ -121,9 +150,23 @@ describe('loadConfig', () => {
     [[], { TRUST_PROXY: 'yes' }, 'invalid TRUST_PROXY "yes": must be true, false, 1 or 0'],
     // An inherited property of an object is no boolean.
     [[], { TRUST_PROXY: 'constructor' }, 'invalid TRUST_PROXY "constructor": must be true, false, 1 or 0'],
+    [[], { HEADERS_TIMEOUT_MS: '0' }, 'invalid HEADERS_TIMEOUT_MS "0": must be an integer from 1 to 2147483647'],
+    [[], { REQUEST_TIMEOUT_MS: '1s' }, 'invalid REQUEST_TIMEOUT_MS "1s": must be an integer from 1 to 2147483647'],
     // A secret is not repeated in the message, not even a bad one.
     [[], { CURSOR_SECRET: 'too short, 31 characters long..' }, 'invalid CURSOR_SECRET: must be at least 32 characters'],
     [['--port', 'abc'], {}, 'invalid --port "abc": must be an integer from 0 to 65535'],
+    ...[
+      'a.example',
+      'https://a.example/',
+      'https://A.example',
+      'ftp://a.example',
+      'https://a.example,',
+      '*,https://a.example',
+    ].map((value): [string[], Record<string, string>, string] => [
+      [],
+      { CORS_ORIGINS: value },
+      `invalid CORS_ORIGINS ${JSON.stringify(value)}: must be * or a comma-separated list of origins such as https://app.example`,
+    ]),
   ];
   for (const [argv, env, message] of bad) {
     it(`rejects ${argv.join(' ') || JSON.stringify(env)} naming it`, () => {

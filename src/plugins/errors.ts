@@ -15,6 +15,7 @@ import {
   validationError,
 } from '../errors.js';
 import { utcDateTime } from '../lib/local-time.js';
+import { SECURITY_HEADERS } from './security.js';
 import { validationDetails } from './validation.js';
 
 declare module 'fastify' {
@@ -53,7 +54,7 @@ const FRAMEWORK_ERRORS: Record<string, (error: FastifyError, request: FastifyReq
   FST_ERR_CTP_BODY_TOO_LARGE: (_, request) =>
     apiError(413, `The request body is larger than the limit of ${request.routeOptions.bodyLimit} bytes.`),
   FST_ERR_BAD_URL: (_, request) =>
-    validationError([{ field: 'path', message: 'must be valid percent-encoded UTF-8', value: request.url }]),
+    validationError([{ field: 'path', message: 'must be valid percent-encoded UTF-8', value: request.originalUrl }]),
 };
 
 function toApiError(error: FastifyError | ApiError, request: FastifyRequest): ApiError {
@@ -86,8 +87,8 @@ export function sendError(error: FastifyError | ApiError, request: FastifyReques
 
 /**
  * Errors raised on a connection before there is a request to answer (a malformed request
- * line, headers over the size limit, a request timeout): answered with the envelope too,
- * written straight to the socket, which then closes. Given to Fastify as `clientErrorHandler`.
+ * line, headers over the size limit, a request timeout): answered with the envelope and the
+ * security headers too, written straight to the socket, which then closes. Given to Fastify as `clientErrorHandler`.
  */
 export function clientErrorHandler(this: FastifyInstance, error: NodeJS.ErrnoException, socket: Socket): void {
   if (error.code === 'ECONNRESET' || socket.destroyed) return;
@@ -105,6 +106,9 @@ export function clientErrorHandler(this: FastifyInstance, error: NodeJS.ErrnoExc
       'Content-Type: application/json; charset=utf-8\r\n' +
       `Content-Length: ${Buffer.byteLength(body)}\r\n` +
       `X-Request-Id: ${id}\r\n` +
+      Object.entries(SECURITY_HEADERS)
+        .map(([name, value]) => `${name}: ${value}\r\n`)
+        .join('') +
       'Connection: close\r\n\r\n' +
       body,
   );
@@ -123,6 +127,9 @@ export const errorsPlugin = fp(
     const paths = FindMyWay({ ignoreTrailingSlash: true, maxParamLength: Number.MAX_SAFE_INTEGER });
     const methods = new Set<HTTPMethod>();
     app.addHook('onRoute', (route) => {
+      // A catch-all route, such as the OPTIONS one @fastify/cors adds so that preflights reach its
+      // hook and that hands everything else back here, does not make every path exist.
+      if (route.url === '/*' || route.url === '*') return;
       for (const method of [route.method].flat() as HTTPMethod[]) {
         methods.add(method);
         if (!paths.hasRoute(method, route.url)) paths.on(method, route.url, () => {});
@@ -131,12 +138,13 @@ export const errorsPlugin = fp(
 
     app.setErrorHandler(sendError);
     app.setNotFoundHandler((request, reply) => {
+      // Matched as routed (/api/v1/hello as /api/hello), reported as sent.
       const path = request.url.split('?', 1)[0] ?? '/';
       const allow = [...methods].filter((method) => paths.find(method, path) !== null);
       const error =
         allow.length > 0
           ? methodNotAllowed(request.method, allow)
-          : apiError(404, `No route for ${request.method} ${path}.`);
+          : apiError(404, `No route for ${request.method} ${request.originalUrl.split('?', 1)[0]}.`);
       return sendError(error, request, reply);
     });
   },

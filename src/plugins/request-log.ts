@@ -17,7 +17,7 @@ export class RequestLog extends LogController {
   override requestCompleted(error: Error | null | undefined, request: FastifyRequest, reply: FastifyReply): void {
     const line = {
       method: request.method,
-      url: request.url,
+      url: request.originalUrl, // as sent: /api/v1/hello, not the /api/hello it was routed as
       route: request.routeOptions.url ?? null,
       status: reply.statusCode,
       duration_ms: Math.round(reply.elapsedTime * 1000) / 1000,

@@ -3,17 +3,17 @@ import { after, before, describe, it } from 'node:test';
 import { type Client, injectClient } from '../helpers.js';
 
 const OPERATIONS = [
-  ['get', '/api/hello', 'getHello', [429, 500]],
-  ['get', '/api/hello/{name}', 'getGreeting', [400, 429, 500]],
-  ['get', '/api/search', 'search', [400, 429, 500]],
-  ['post', '/api/echo', 'echo', [400, 413, 415, 429, 500]],
-  ['get', '/api/profile', 'getProfile', [412, 429, 500]],
-  ['post', '/api/profile', 'updateProfile', [400, 412, 413, 415, 429, 500, 503]],
-  ['patch', '/api/profile', 'patchProfile', [400, 412, 413, 415, 429, 500, 503]],
-  ['put', '/api/profile', 'replaceProfile', [400, 412, 413, 415, 429, 500, 503]],
-  ['get', '/api/exchange', 'exchange', [400, 422, 429, 500]],
-  ['get', '/api/currencies', 'listCurrencies', [400, 429, 500]],
-  ['get', '/api/currencies/{code}', 'getCurrency', [400, 404, 429, 500]],
+  ['get', '/api/hello', 'getHello', [400, 406, 429, 500]],
+  ['get', '/api/hello/{name}', 'getGreeting', [400, 406, 429, 500]],
+  ['get', '/api/search', 'search', [400, 406, 429, 500]],
+  ['post', '/api/echo', 'echo', [400, 406, 413, 415, 429, 500]],
+  ['get', '/api/profile', 'getProfile', [400, 406, 412, 429, 500]],
+  ['post', '/api/profile', 'updateProfile', [400, 406, 412, 413, 415, 429, 500, 503]],
+  ['patch', '/api/profile', 'patchProfile', [400, 406, 412, 413, 415, 429, 500, 503]],
+  ['put', '/api/profile', 'replaceProfile', [400, 406, 412, 413, 415, 429, 500, 503]],
+  ['get', '/api/exchange', 'exchange', [400, 406, 422, 429, 500]],
+  ['get', '/api/currencies', 'listCurrencies', [400, 406, 429, 500]],
+  ['get', '/api/currencies/{code}', 'getCurrency', [400, 404, 406, 429, 500]],
   ['get', '/healthz', 'getHealth', [500]],
   ['get', '/readyz', 'getReadiness', [500, 503]],
   ['get', '/openapi.json', 'getOpenApi', [500]],
@@ -69,10 +69,33 @@ describe('GET /openapi.json', () => {
     const limits = ['RateLimit-Limit', 'RateLimit-Remaining', 'RateLimit-Reset'];
     for (const [method, path] of OPERATIONS) {
       for (const [status, response] of Object.entries<any>(doc.paths[path][method].responses)) {
-        const headers = Object.keys(response.headers ?? {}).filter((name) => name !== 'etag');
+        const headers = Object.keys(response.headers ?? {}).filter((name) => name !== 'etag' && name !== 'api-version');
         const expected = !path.startsWith('/api') ? [] : status === '429' ? [...limits, 'Retry-After'] : limits;
         assert.deepEqual(headers, expected, `${method} ${path} ${status}`);
         for (const name of headers) assert.equal(response.headers[name].schema.type, 'integer');
+      }
+    }
+  });
+
+  it('documents /api/v1 as the canonical alias of /api, once', () => {
+    assert.match(doc.info.description, /`\/api\/v1\/\.\.\.` is the canonical versioned path/);
+    assert.ok(Object.keys(doc.paths).every((path) => !path.startsWith('/api/v1')));
+  });
+
+  it('documents the version parameter and the API-Version header on every operation under /api only', () => {
+    for (const [method, path] of OPERATIONS) {
+      const operation = doc.paths[path][method];
+      const version = (operation.parameters ?? []).find((p: { name: string }) => p.name === 'version');
+      const underApi = path.startsWith('/api/');
+      assert.equal(version !== undefined, underApi, `${method} ${path}`);
+      if (version !== undefined) {
+        assert.deepEqual([version.in, version.required, version.schema.enum], ['query', false, ['1', 'v1']]);
+      }
+      for (const [status, response] of Object.entries(operation.responses)) {
+        const header = (response as { headers?: Record<string, { schema: { const: string } }> }).headers?.[
+          'api-version'
+        ];
+        assert.equal(header?.schema.const, underApi ? '1' : undefined, `${method} ${path} ${status}`);
       }
     }
   });
@@ -97,7 +120,7 @@ describe('GET /openapi.json', () => {
     assert.equal(page.required, false);
     assert.equal(page.schema.type, 'integer');
     assert.equal(page.schema.maximum, 2147483647);
-    const name = doc.paths['/api/hello/{name}'].get.parameters[0];
+    const name = doc.paths['/api/hello/{name}'].get.parameters.find((p: { in: string }) => p.in === 'path');
     assert.deepEqual([name.name, name.in, name.required], ['name', 'path', true]);
     assert.equal(doc.paths['/api/echo'].post.requestBody.content['application/json'].schema.type, 'object');
   });
@@ -117,7 +140,7 @@ describe('GET /openapi.json', () => {
     const names = list.parameters.map((p: { name: string; in: string }) => `${p.in} ${p.name}`);
     assert.deepEqual(
       names,
-      ['page', 'per_page', 'cursor', 'limit', 'sort', 'fields', 'q', 'search', 'code', 'minor_units'].map(
+      ['page', 'per_page', 'cursor', 'limit', 'sort', 'fields', 'q', 'search', 'code', 'minor_units', 'version'].map(
         (n) => `query ${n}`,
       ),
     );
@@ -132,13 +155,13 @@ describe('GET /openapi.json', () => {
     const one = doc.paths['/api/currencies/{code}'].get;
     assert.deepEqual(
       one.parameters.map((p: { name: string; in: string }) => `${p.in} ${p.name}`),
-      ['query fields', 'path code'],
+      ['query fields', 'query version', 'path code'],
     );
   });
 
   it('documents the profile: ETag, 304 without a body, conditional headers, merge patch on PATCH', () => {
     const item = doc.paths['/api/profile'];
-    assert.deepEqual(Object.keys(item.get.responses), ['200', '304', '412', '429', '500']);
+    assert.deepEqual(Object.keys(item.get.responses), ['200', '304', '400', '406', '412', '429', '500']);
     assert.equal(item.get.responses['304'].content, undefined);
     assert.equal(item.get.responses['304'].headers.etag.schema.type, 'string');
     const headers = (operation: { parameters: { name: string; in: string }[] }) =>

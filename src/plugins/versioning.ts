@@ -1,0 +1,111 @@
+import type { IncomingMessage } from 'node:http';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import fp from 'fastify-plugin';
+import { apiError, validationError } from '../errors.js';
+
+/** The one version of the API there is: what `API-Version` says and what clients may ask for. */
+export const API_VERSION = '1';
+
+/** Values of the `version` query parameter that name the current version. */
+const VERSION_VALUES = new Set([API_VERSION, `v${API_VERSION}`]);
+
+/** A media range that asks for a version of this API: `application/vnd.greeting.v1+json`. */
+const VERSIONED_MEDIA_TYPE = /^application\/vnd\.greeting\.v([^+]*)\+json$/;
+
+/** `/api` under the context path: `/api`, or `/svc/api` with `CONTEXT_PATH=/svc`. */
+function apiBase(contextPath: string): string {
+  return `${contextPath === '/' ? '' : contextPath}/api`;
+}
+
+/** The path of a request URL, without its query. */
+function pathOf(url: string): string {
+  return url.split('?', 1)[0] ?? '/';
+}
+
+/** Whether a path or URL is under `/api` (below the context path), where versioning applies. */
+export function isApiPath(contextPath: string, url: string): boolean {
+  const path = pathOf(url);
+  const base = apiBase(contextPath);
+  return path === base || path.startsWith(`${base}/`);
+}
+
+/**
+ * Given to Fastify as `rewriteUrl`: `/api/v1/...` is served by the route of `/api/...`, so every
+ * route, present and future, has its versioned path without being registered twice. Only the
+ * current version is stripped: `/api/v2/hello` stays as it is, and no route matches it (404).
+ * Fastify keeps the URL as sent in `request.originalUrl`, for messages and logs.
+ */
+export function versionedUrlRewriter(contextPath: string): (request: IncomingMessage) => string {
+  const versioned = `${apiBase(contextPath)}/v${API_VERSION}`;
+  return (request) => {
+    const url = request.url ?? '/';
+    if (!url.startsWith(versioned)) return url;
+    const rest = url.slice(versioned.length);
+    return rest === '' || rest.startsWith('/') || rest.startsWith('?') ? apiBase(contextPath) + rest : url;
+  };
+}
+
+/**
+ * The media ranges of an Accept header that a client accepts (q above 0), in lower case and
+ * without parameters.
+ */
+function acceptedRanges(accept: string): string[] {
+  return accept
+    .split(',')
+    .map((part) => {
+      const [range = '', ...parameters] = part.split(';');
+      const q = parameters.map((p) => /^\s*q\s*=\s*([0-9.]+)\s*$/i.exec(p)?.[1]).find((v) => v !== undefined);
+      return { range: range.trim().toLowerCase(), q: q === undefined ? 1 : Number(q) };
+    })
+    .filter(({ range, q }) => range !== '' && q > 0)
+    .map(({ range }) => range);
+}
+
+/**
+ * The versioning rules of every request under `/api`: a `version` parameter must name the
+ * current version (400 otherwise), and an Accept header that asks only for other versions of
+ * this API cannot be satisfied (406). Any other Accept is left alone: every body is JSON.
+ */
+function checkVersion(request: FastifyRequest): void {
+  const { version } = request.query as Record<string, unknown>;
+  if (version !== undefined && !(typeof version === 'string' && VERSION_VALUES.has(version))) {
+    throw validationError([{ field: 'version', message: `must be ${API_VERSION} or v${API_VERSION}`, value: version }]);
+  }
+  const accept = request.headers.accept;
+  if (accept === undefined) return;
+  const ranges = acceptedRanges(accept);
+  const versions = ranges.map((range) => VERSIONED_MEDIA_TYPE.exec(range)?.[1]);
+  if (versions.length > 0 && versions.every((v) => v !== undefined && v !== API_VERSION)) {
+    throw apiError(
+      406,
+      `Only API version ${API_VERSION} exists (application/vnd.greeting.v${API_VERSION}+json); Accept asks for ${ranges.join(', ')}.`,
+    );
+  }
+}
+
+/**
+ * The headers every response under `/api` carries: its version, and `Vary: Accept`, since an
+ * Accept naming another version turns the answer into a 406. Also set by the handler of the
+ * errors Fastify raises before routing, which runs no hooks.
+ */
+export function setVersionHeaders(contextPath: string, request: FastifyRequest, reply: FastifyReply): void {
+  if (isApiPath(contextPath, request.url)) reply.header('api-version', API_VERSION).header('vary', 'Accept');
+}
+
+/**
+ * Versioning of every request under `/api`; the versioned paths are `versionedUrlRewriter`'s.
+ * The version is checked once the request hooks are done, so that its 400 or 406 carries the CORS
+ * headers a browser needs to read it, and so that a CORS preflight, answered in those hooks, is
+ * not judged by the query of the request it asks about. It is still checked before the body is read.
+ */
+export const versioningPlugin = fp(
+  async (app: FastifyInstance, { contextPath }: { contextPath: string }) => {
+    app.addHook('onRequest', async (request, reply) => {
+      setVersionHeaders(contextPath, request, reply);
+    });
+    app.addHook('preParsing', async (request) => {
+      if (isApiPath(contextPath, request.url)) checkVersion(request);
+    });
+  },
+  { name: 'versioning', dependencies: ['errors'] },
+);

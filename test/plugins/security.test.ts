@@ -1,0 +1,198 @@
+import assert from 'node:assert/strict';
+import { connect } from 'node:net';
+import { after, before, describe, it } from 'node:test';
+import { assertEnvelope, type Client, httpClient, type TestResponse, transports } from '../helpers.js';
+
+const OTHER = 'https://other.example';
+const EXPOSED = 'X-Request-Id, ETag, RateLimit-Limit, RateLimit-Remaining, RateLimit-Reset, Retry-After, API-Version';
+
+function preflight(path: string, origin: string, method: string, headers = 'content-type') {
+  return {
+    method: 'OPTIONS',
+    path,
+    headers: { origin, 'access-control-request-method': method, 'access-control-request-headers': headers },
+  };
+}
+
+function corsHeaders(res: TestResponse): string[] {
+  return Object.keys(res.headers).filter((name) => name.startsWith('access-control-'));
+}
+
+/** The headers every response carries, whatever its status and however it was produced. */
+function assertSecurityHeaders(headers: TestResponse['headers']): void {
+  assert.equal(headers['x-content-type-options'], 'nosniff');
+  assert.equal(headers['content-security-policy'], "default-src 'none';frame-ancestors 'none'");
+  assert.equal(headers['x-frame-options'], 'DENY');
+  assert.equal(headers['referrer-policy'], 'no-referrer');
+  assert.equal(headers['cross-origin-resource-policy'], 'same-origin');
+  assert.equal(headers['strict-transport-security'], undefined);
+  assert.equal(headers['x-powered-by'], undefined);
+}
+
+for (const [transport, connectClient] of transports) {
+  describe(`CORS with CORS_ORIGINS=* (${transport})`, () => {
+    let client: Client;
+    before(async () => {
+      client = await connectClient();
+    });
+    after(() => client.close());
+
+    it('answers a preflight from another origin with 204, the methods, headers and exposed headers', async () => {
+      for (const [path, method, headers] of [
+        ['/api/echo', 'POST', 'content-type'],
+        ['/api/v1/profile', 'PUT', 'content-type,if-match'],
+        ['/api/profile?version=2', 'PATCH', 'content-type'],
+      ] as const) {
+        const res = await client.send(preflight(path, OTHER, method, headers));
+        assert.equal(res.status, 204, `${path} ${res.text}`);
+        assert.equal(res.text, '');
+        assert.equal(res.headers['access-control-allow-origin'], '*');
+        assert.equal(res.headers['access-control-allow-methods'], 'GET, HEAD, POST, PUT, PATCH');
+        assert.equal(
+          res.headers['access-control-allow-headers'],
+          'Accept, Content-Type, If-Match, If-None-Match, X-Request-Id',
+        );
+        assert.equal(res.headers['access-control-expose-headers'], EXPOSED);
+        assert.equal(res.headers['access-control-max-age'], '600');
+        assert.equal(res.headers['access-control-allow-credentials'], undefined);
+        assert.equal(typeof res.headers['x-request-id'], 'string');
+        assert.equal(res.headers['api-version'], '1');
+        assertSecurityHeaders(res.headers);
+      }
+    });
+
+    it('lets any origin read responses and errors, with the exposed headers', async () => {
+      for (const [path, status] of [
+        ['/api/v1/hello', 200],
+        ['/api/profile', 200],
+        ['/healthz', 200],
+        ['/api/nope', 404],
+        ['/api/hello?version=2', 400],
+      ] as const) {
+        const res = await client.send({ path, headers: { origin: OTHER } });
+        assert.equal(res.status, status, path);
+        assert.equal(res.headers['access-control-allow-origin'], '*', path);
+        assert.equal(res.headers['access-control-expose-headers'], EXPOSED, path);
+        assert.equal(res.headers['access-control-allow-credentials'], undefined, path);
+      }
+    });
+
+    it('answers an OPTIONS that is no preflight as a method the path does not take', async () => {
+      const res = await client.send({ method: 'OPTIONS', path: '/api/v1/hello', headers: { origin: OTHER } });
+      assertEnvelope(res, 405, 'METHOD_NOT_ALLOWED');
+      assert.equal(res.headers.allow, 'GET, HEAD');
+      assert.equal(res.headers['access-control-allow-origin'], '*');
+      assertEnvelope(await client.send({ method: 'OPTIONS', path: '/api/nope' }), 404, 'NOT_FOUND');
+    });
+  });
+
+  describe(`CORS with CORS_ORIGINS=https://a.example (${transport})`, () => {
+    let client: Client;
+    before(async () => {
+      client = await connectClient({ corsOrigins: ['https://a.example', 'https://b.example'] });
+    });
+    after(() => client.close());
+
+    it('lets a listed origin in, naming it', async () => {
+      const res = await client.send({ path: '/api/hello', headers: { origin: 'https://a.example' } });
+      assert.equal(res.headers['access-control-allow-origin'], 'https://a.example');
+      assert.equal(res.headers['access-control-expose-headers'], EXPOSED);
+      assert.match(String(res.headers.vary), /Origin/);
+      const pre = await client.send(preflight('/api/echo', 'https://b.example', 'POST'));
+      assert.equal(pre.status, 204);
+      assert.equal(pre.headers['access-control-allow-origin'], 'https://b.example');
+    });
+
+    it('gives another origin no CORS header at all, and no preflight', async () => {
+      const res = await client.send({ path: '/api/hello', headers: { origin: OTHER } });
+      assert.equal(res.status, 200);
+      assert.deepEqual(corsHeaders(res), []);
+      assert.match(String(res.headers.vary), /Origin/);
+      const pre = await client.send(preflight('/api/echo', OTHER, 'POST'));
+      assertEnvelope(pre, 405, 'METHOD_NOT_ALLOWED');
+      assert.deepEqual(corsHeaders(pre), []);
+      const bare = await client.send({ path: '/api/hello' });
+      assert.deepEqual(corsHeaders(bare), []);
+    });
+  });
+
+  describe(`security headers (${transport})`, () => {
+    let client: Client;
+    before(async () => {
+      client = await connectClient({ bodyLimit: 64 });
+    });
+    after(() => client.close());
+
+    it('are on successes', async () => {
+      for (const path of ['/api/hello', '/api/v1/currencies/EUR', '/healthz', '/openapi.json']) {
+        const res = await client.send({ path });
+        assert.equal(res.status, 200, path);
+        assertSecurityHeaders(res.headers);
+      }
+    });
+
+    it('are on every kind of error', async () => {
+      const json = { 'content-type': 'application/json' };
+      for (const [request, status, code] of [
+        [{ path: '/api/nope' }, 404, 'NOT_FOUND'],
+        [{ path: '/nope' }, 404, 'NOT_FOUND'],
+        [{ method: 'DELETE', path: '/api/hello' }, 405, 'METHOD_NOT_ALLOWED'],
+        [{ path: '/api/search' }, 400, 'VALIDATION_ERROR'],
+        [{ path: '/api/hello', headers: { accept: 'application/vnd.greeting.v2+json' } }, 406, 'NOT_ACCEPTABLE'],
+        [
+          { method: 'POST', path: '/api/echo', headers: json, body: `{"a":"${'x'.repeat(100)}"}` },
+          413,
+          'PAYLOAD_TOO_LARGE',
+        ],
+        [{ method: 'POST', path: '/api/echo', headers: json, body: '{' }, 400, 'MALFORMED_JSON'],
+      ] as const) {
+        const res = await client.send(request);
+        assertEnvelope(res, status, code, res.json().error.details);
+        assertSecurityHeaders(res.headers);
+      }
+    });
+
+    it('are on the 400 for a badly encoded path, raised before routing', async () => {
+      for (const path of ['/api/hello/%E0%A4%A', '/nope/%FF']) {
+        const res = await client.send({ path });
+        assertEnvelope(res, 400, 'VALIDATION_ERROR', [
+          { field: 'path', message: 'must be valid percent-encoded UTF-8', value: path },
+        ]);
+        assertSecurityHeaders(res.headers);
+        assert.deepEqual(corsHeaders(res), [], 'no hook ran: no CORS headers, as the README says');
+      }
+    });
+  });
+}
+
+describe('security headers on errors written to the socket', () => {
+  let client: Client;
+  let port: number;
+  before(async () => {
+    client = await httpClient();
+    port = (client.app.server.address() as { port: number }).port;
+  });
+  after(() => client.close());
+
+  it('are on the 400 for a request that is not HTTP', async () => {
+    const response = await new Promise<string>((resolve, reject) => {
+      const socket = connect(port, '127.0.0.1', () => socket.write('NOT HTTP AT ALL\r\n\r\n'));
+      let data = '';
+      socket.setEncoding('utf8');
+      socket.on('data', (chunk) => {
+        data += chunk;
+      });
+      socket.on('end', () => resolve(data));
+      socket.on('error', reject);
+    });
+    const [head = ''] = response.split('\r\n\r\n');
+    const headers = Object.fromEntries(
+      head
+        .split('\r\n')
+        .slice(1)
+        .map((l) => [l.slice(0, l.indexOf(':')).toLowerCase(), l.slice(l.indexOf(':') + 1).trim()]),
+    );
+    assert.match(head, /^HTTP\/1\.1 400 /);
+    assertSecurityHeaders(headers);
+  });
+});

@@ -1,0 +1,111 @@
+import assert from 'node:assert/strict';
+import { connect } from 'node:net';
+import { after, before, describe, it } from 'node:test';
+import { request } from 'undici';
+import { buildApp } from '../../src/app.js';
+import { assertEnvelope, type Client, httpClient, testConfig } from '../helpers.js';
+
+/**
+ * Opens a connection and writes `head` at once, then one byte of `dribble` every `everyMs`,
+ * until the server ends the connection. Resolves with what the server sent and when it ended.
+ */
+function slowClient(
+  port: number,
+  head: string,
+  dribble: string,
+  everyMs: number,
+): Promise<{ response: string; elapsedMs: number }> {
+  return new Promise((resolve, reject) => {
+    const started = Date.now();
+    let response = '';
+    let sent = 0;
+    const socket = connect(port, '127.0.0.1', () => socket.write(head));
+    const timer = setInterval(() => {
+      if (sent < dribble.length && socket.writable) socket.write(dribble[sent++] ?? '');
+    }, everyMs);
+    socket.setEncoding('utf8');
+    socket.on('data', (chunk) => {
+      response += chunk;
+    });
+    socket.on('close', () => {
+      clearInterval(timer);
+      resolve({ response, elapsedMs: Date.now() - started });
+    });
+    // Writing to a connection the server has just closed fails; the close that follows resolves.
+    socket.on('error', (error: NodeJS.ErrnoException) => {
+      if (error.code !== 'EPIPE' && error.code !== 'ECONNRESET') reject(error);
+    });
+  });
+}
+
+function parse(response: string) {
+  const [head = '', body = ''] = response.split('\r\n\r\n');
+  const [statusLine = '', ...headerLines] = head.split('\r\n');
+  const headers = Object.fromEntries(
+    headerLines.map((l) => [l.slice(0, l.indexOf(':')).toLowerCase(), l.slice(l.indexOf(':') + 1).trim()]),
+  );
+  return { status: Number(statusLine.split(' ')[1]), headers, text: body, json: () => JSON.parse(body) };
+}
+
+describe('slow clients', () => {
+  let client: Client;
+  let port: number;
+  let origin: string;
+  before(async () => {
+    client = await httpClient({ headersTimeoutMs: 1000, requestTimeoutMs: 2000 });
+    port = (client.app.server.address() as { port: number }).port;
+    origin = `http://127.0.0.1:${port}`;
+  });
+  after(() => client.close());
+
+  it('cuts off a client that sends its headers a byte at a time, with a 408, serving others meanwhile', async () => {
+    const slow = slowClient(port, 'GET /api/hello HTTP/1.1\r\nHost: x\r\n', `X-Slow: ${'a'.repeat(100)}\r\n\r\n`, 200);
+    const others: number[] = [];
+    for (let i = 0; i < 4; i++) {
+      await new Promise((resolve) => setTimeout(resolve, 150));
+      const res = await request(`${origin}/api/hello`);
+      await res.body.text();
+      others.push(res.statusCode);
+    }
+    const { response, elapsedMs } = await slow;
+    assert.deepEqual(others, [200, 200, 200, 200]);
+    const res = parse(response);
+    assertEnvelope(res, 408, 'REQUEST_TIMEOUT');
+    assert.equal(res.headers.connection, 'close');
+    assert.ok(elapsedMs >= 900 && elapsedMs < 3000, `cut off after ${elapsedMs} ms`);
+  });
+
+  it('cuts off a client that sends its body a byte at a time', async () => {
+    const body = `{"a":"${'x'.repeat(100)}"}`;
+    const head = `POST /api/echo HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n`;
+    const { response, elapsedMs } = await slowClient(port, head, body, 100);
+    assertEnvelope(parse(response), 408, 'REQUEST_TIMEOUT');
+    assert.ok(elapsedMs >= 1900 && elapsedMs < 4000, `cut off after ${elapsedMs} ms`);
+  });
+
+  it('still serves a client that is slow but within the timeouts', async () => {
+    const { response } = await slowClient(
+      port,
+      'GET /api/hello/ada HTTP/1.1\r\n',
+      'Host: x\r\nConnection: close\r\n\r\n',
+      20,
+    );
+    const res = parse(response);
+    assert.equal(res.status, 200);
+    assert.equal(res.text, '{"greeting":"Hello, ada!"}');
+  });
+});
+
+describe('server timeouts', () => {
+  it('are set on the server from the configuration', async () => {
+    const app = await buildApp(testConfig({ headersTimeoutMs: 4000, requestTimeoutMs: 8000 }));
+    try {
+      assert.equal(app.server.headersTimeout, 4000);
+      assert.equal(app.server.requestTimeout, 8000);
+      assert.equal(app.server.timeout, 8000);
+      assert.equal(app.server.keepAliveTimeout, 72_000);
+    } finally {
+      await app.close();
+    }
+  });
+});
