@@ -1,6 +1,5 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import cors, { type FastifyCorsOptions } from '@fastify/cors';
-import fastifyHelmet from '@fastify/helmet';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
 import helmet from 'helmet';
@@ -17,9 +16,9 @@ const HELMET_OPTIONS = {
 };
 
 /**
- * The headers helmet sets with these options, for the responses no hook sees: the errors Fastify
- * raises before routing, and those written straight to the socket. They depend on nothing in the
- * request, so they are worked out once, by helmet itself.
+ * The headers helmet sets with these options, worked out once, by helmet itself: for every
+ * response, including those no hook sees (the errors Fastify raises before routing, and those
+ * written straight to the socket).
  */
 export const SECURITY_HEADERS: Readonly<Record<string, string>> = (() => {
   const headers: Record<string, string> = {};
@@ -78,7 +77,13 @@ function corsOptionsFor(origins: '*' | readonly string[], request: FastifyReques
  */
 export const securityPlugin = fp(
   async (app: FastifyInstance, { corsOrigins }: { corsOrigins: '*' | readonly string[] }) => {
-    await app.register(fastifyHelmet, HELMET_OPTIONS);
+    // helmet's headers depend on nothing in the request, so they are set as computed once above:
+    // @fastify/helmet builds helmet's middleware again for every request, which measured 50 µs
+    // of CPU a request, a quarter of the service's whole cost for GET /api/hello.
+    app.addHook('onRequest', (_request, reply, done) => {
+      reply.headers(SECURITY_HEADERS);
+      done();
+    });
     await app.register(cors, {
       delegator: (request, callback) => callback(null, corsOptionsFor(corsOrigins, request)),
     });
