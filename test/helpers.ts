@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { connect } from 'node:net';
 import { Writable } from 'node:stream';
 import type { FastifyInstance } from 'fastify';
 import { request as httpRequest } from 'undici';
@@ -115,4 +116,28 @@ export function assertLocalNow(timestamp: string): void {
   assert.match(timestamp, LOCAL_TIMESTAMP);
   // Without an offset, Date reads it as local time: the same zone the server formats in.
   assert.ok(Math.abs(new Date(timestamp).getTime() - Date.now()) < 10_000, `${timestamp} is now`);
+}
+
+/** Writes raw bytes to a listening server and reads until the server closes the connection. */
+export function rawExchange(port: number, bytes: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const socket = connect(port, '127.0.0.1', () => socket.write(bytes));
+    let data = '';
+    socket.setEncoding('utf8');
+    socket.on('data', (chunk) => {
+      data += chunk;
+    });
+    socket.on('end', () => resolve(data));
+    socket.on('error', reject);
+  });
+}
+
+/** One whole HTTP/1.1 response, as read from a socket, as a TestResponse. */
+export function parseRawResponse(response: string): TestResponse {
+  const [head = '', body = ''] = response.split('\r\n\r\n');
+  const [statusLine = '', ...headerLines] = head.split('\r\n');
+  const headers = Object.fromEntries(
+    headerLines.map((l) => [l.slice(0, l.indexOf(':')).toLowerCase(), l.slice(l.indexOf(':') + 1).trim()]),
+  );
+  return { status: Number(statusLine.split(' ')[1]), headers, text: body, json: () => JSON.parse(body) };
 }

@@ -1,10 +1,17 @@
 import assert from 'node:assert/strict';
-import { connect } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import type { FastifyInstance } from 'fastify';
 import { buildApp } from '../../src/app.js';
 import { ApiError } from '../../src/errors.js';
-import { assertEnvelope, type Client, LogCapture, testConfig, transports } from '../helpers.js';
+import {
+  assertEnvelope,
+  type Client,
+  LogCapture,
+  parseRawResponse,
+  rawExchange,
+  testConfig,
+  transports,
+} from '../helpers.js';
 
 for (const [transport, connectClient] of transports) {
   describe(`not found and method not allowed (${transport})`, () => {
@@ -126,37 +133,16 @@ describe('errors on the connection, before there is a request', () => {
   });
   after(() => app.close());
 
-  /** Writes raw bytes and reads until the server closes the connection. */
-  function raw(bytes: string): Promise<string> {
-    return new Promise((resolve, reject) => {
-      const socket = connect(port, '127.0.0.1', () => socket.write(bytes));
-      let data = '';
-      socket.setEncoding('utf8');
-      socket.on('data', (chunk) => {
-        data += chunk;
-      });
-      socket.on('end', () => resolve(data));
-      socket.on('error', reject);
-    });
-  }
-
-  function parse(response: string) {
-    const [head = '', body = ''] = response.split('\r\n\r\n');
-    const [statusLine = '', ...headerLines] = head.split('\r\n');
-    const headers = Object.fromEntries(
-      headerLines.map((l) => [l.slice(0, l.indexOf(':')).toLowerCase(), l.slice(l.indexOf(':') + 1).trim()]),
-    );
-    return { status: Number(statusLine.split(' ')[1]), headers, text: body, json: () => JSON.parse(body) };
-  }
-
   it('answers a malformed request line with a 400 envelope', async () => {
-    const res = parse(await raw('NOT HTTP AT ALL\r\n\r\n'));
+    const res = parseRawResponse(await rawExchange(port, 'NOT HTTP AT ALL\r\n\r\n'));
     assertEnvelope(res, 400, 'BAD_REQUEST');
     assert.equal(res.headers.connection, 'close');
   });
 
   it('answers headers over the size limit with a 431 envelope', async () => {
-    const res = parse(await raw(`GET /api/hello HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(20_000)}\r\n\r\n`));
+    const res = parseRawResponse(
+      await rawExchange(port, `GET /api/hello HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(20_000)}\r\n\r\n`),
+    );
     assertEnvelope(res, 431, 'REQUEST_HEADER_FIELDS_TOO_LARGE');
   });
 });

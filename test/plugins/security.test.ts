@@ -1,7 +1,14 @@
 import assert from 'node:assert/strict';
-import { connect } from 'node:net';
 import { after, before, describe, it } from 'node:test';
-import { assertEnvelope, type Client, httpClient, type TestResponse, transports } from '../helpers.js';
+import {
+  assertEnvelope,
+  type Client,
+  httpClient,
+  parseRawResponse,
+  rawExchange,
+  type TestResponse,
+  transports,
+} from '../helpers.js';
 
 const OTHER = 'https://other.example';
 const EXPOSED = 'X-Request-Id, ETag, RateLimit-Limit, RateLimit-Remaining, RateLimit-Reset, Retry-After, API-Version';
@@ -175,24 +182,9 @@ describe('security headers on errors written to the socket', () => {
   after(() => client.close());
 
   it('are on the 400 for a request that is not HTTP', async () => {
-    const response = await new Promise<string>((resolve, reject) => {
-      const socket = connect(port, '127.0.0.1', () => socket.write('NOT HTTP AT ALL\r\n\r\n'));
-      let data = '';
-      socket.setEncoding('utf8');
-      socket.on('data', (chunk) => {
-        data += chunk;
-      });
-      socket.on('end', () => resolve(data));
-      socket.on('error', reject);
-    });
-    const [head = ''] = response.split('\r\n\r\n');
-    const headers = Object.fromEntries(
-      head
-        .split('\r\n')
-        .slice(1)
-        .map((l) => [l.slice(0, l.indexOf(':')).toLowerCase(), l.slice(l.indexOf(':') + 1).trim()]),
-    );
-    assert.match(head, /^HTTP\/1\.1 400 /);
+    const res = parseRawResponse(await rawExchange(port, 'NOT HTTP AT ALL\r\n\r\n'));
+    assert.equal(res.status, 400);
+    const { headers } = res;
     assertSecurityHeaders(headers);
   });
 });

@@ -3,7 +3,7 @@ import { connect } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { request } from 'undici';
 import { buildApp } from '../../src/app.js';
-import { assertEnvelope, type Client, httpClient, testConfig } from '../helpers.js';
+import { assertEnvelope, type Client, httpClient, parseRawResponse, testConfig } from '../helpers.js';
 
 /**
  * Opens a connection and writes `head` at once, then one byte of `dribble` every `everyMs`,
@@ -38,15 +38,6 @@ function slowClient(
   });
 }
 
-function parse(response: string) {
-  const [head = '', body = ''] = response.split('\r\n\r\n');
-  const [statusLine = '', ...headerLines] = head.split('\r\n');
-  const headers = Object.fromEntries(
-    headerLines.map((l) => [l.slice(0, l.indexOf(':')).toLowerCase(), l.slice(l.indexOf(':') + 1).trim()]),
-  );
-  return { status: Number(statusLine.split(' ')[1]), headers, text: body, json: () => JSON.parse(body) };
-}
-
 describe('slow clients', () => {
   let client: Client;
   let port: number;
@@ -69,7 +60,7 @@ describe('slow clients', () => {
     }
     const { response, elapsedMs } = await slow;
     assert.deepEqual(others, [200, 200, 200, 200]);
-    const res = parse(response);
+    const res = parseRawResponse(response);
     assertEnvelope(res, 408, 'REQUEST_TIMEOUT');
     assert.equal(res.headers.connection, 'close');
     assert.ok(elapsedMs >= 900 && elapsedMs < 3000, `cut off after ${elapsedMs} ms`);
@@ -79,7 +70,7 @@ describe('slow clients', () => {
     const body = `{"a":"${'x'.repeat(100)}"}`;
     const head = `POST /api/echo HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n`;
     const { response, elapsedMs } = await slowClient(port, head, body, 100);
-    assertEnvelope(parse(response), 408, 'REQUEST_TIMEOUT');
+    assertEnvelope(parseRawResponse(response), 408, 'REQUEST_TIMEOUT');
     assert.ok(elapsedMs >= 1900 && elapsedMs < 4000, `cut off after ${elapsedMs} ms`);
   });
 
@@ -90,7 +81,7 @@ describe('slow clients', () => {
       'Host: x\r\nConnection: close\r\n\r\n',
       20,
     );
-    const res = parse(response);
+    const res = parseRawResponse(response);
     assert.equal(res.status, 200);
     assert.equal(res.text, '{"greeting":"Hello, ada!"}');
   });
