@@ -46,7 +46,7 @@ describe('the currency table', () => {
   it('finds a currency by code in any case', () => {
     assert.equal(findCurrency('eur')?.name, 'Euro');
     assert.equal(findCurrency('Jpy')?.code, 'JPY');
-    assert.equal(findCurrency('XXX'), undefined);
+    assert.equal(findCurrency('ZZZ'), undefined);
   });
 });
 

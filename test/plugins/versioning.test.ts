@@ -23,7 +23,7 @@ const REQUESTS: (TestRequest & { name: string })[] = [
   { name: 'echo error', method: 'POST', path: '/echo', headers: JSON_TYPE, body: '[1]' },
   { name: 'profile', path: '/profile' },
   { name: 'exchange', path: '/exchange?from=usd&to=JPY&amount=100.5' },
-  { name: 'exchange error', path: '/exchange?from=USD&to=XXX&amount=1' },
+  { name: 'exchange error', path: '/exchange?from=USD&to=ZZZ&amount=1' },
   { name: 'currencies', path: '/currencies?sort=-rate&per_page=3&fields=code,rate' },
   { name: 'currencies cursor', path: '/currencies?limit=2&q=dollar' },
   { name: 'currency', path: '/currencies/eur' },

@@ -206,28 +206,28 @@ for (const [transport, connect] of transports) {
     });
 
     it('answers 422 for a well-formed code that is not in the table, with the value as sent', async () => {
-      const from = assertEnvelope(await exchange('?from=xxx&to=EUR&amount=1'), 422, 'UNSUPPORTED_CURRENCY', [
-        { field: 'from', message: UNSUPPORTED, value: 'xxx' },
+      const from = assertEnvelope(await exchange('?from=zzz&to=EUR&amount=1'), 422, 'UNSUPPORTED_CURRENCY', [
+        { field: 'from', message: UNSUPPORTED, value: 'zzz' },
       ]);
-      assert.equal(from.message, 'No exchange rate for XXX.');
-      assertEnvelope(await exchange('?from=USD&to=XXX&amount=1'), 422, 'UNSUPPORTED_CURRENCY', [
-        { field: 'to', message: UNSUPPORTED, value: 'XXX' },
+      assert.equal(from.message, 'No exchange rate for ZZZ.');
+      assertEnvelope(await exchange('?from=USD&to=ZZZ&amount=1'), 422, 'UNSUPPORTED_CURRENCY', [
+        { field: 'to', message: UNSUPPORTED, value: 'ZZZ' },
       ]);
     });
 
     it('names both codes when neither is in the table', async () => {
-      const error = assertEnvelope(await exchange('?from=XXX&to=ABC&amount=1'), 422, 'UNSUPPORTED_CURRENCY', [
-        { field: 'from', message: UNSUPPORTED, value: 'XXX' },
+      const error = assertEnvelope(await exchange('?from=ZZZ&to=ABC&amount=1'), 422, 'UNSUPPORTED_CURRENCY', [
+        { field: 'from', message: UNSUPPORTED, value: 'ZZZ' },
         { field: 'to', message: UNSUPPORTED, value: 'ABC' },
       ]);
-      assert.equal(error.message, 'No exchange rate for XXX and ABC.');
+      assert.equal(error.message, 'No exchange rate for ZZZ and ABC.');
     });
 
     it('reports malformed input before unsupported codes', async () => {
-      assertEnvelope(await exchange('?from=XXX&to=EUR&amount=-1'), 400, 'VALIDATION_ERROR', [
+      assertEnvelope(await exchange('?from=ZZZ&to=EUR&amount=-1'), 400, 'VALIDATION_ERROR', [
         { field: 'amount', message: AMOUNT_MESSAGE, value: '-1' },
       ]);
-      assertEnvelope(await exchange('?from=XXX&to=E1R&amount=1'), 400, 'VALIDATION_ERROR', [
+      assertEnvelope(await exchange('?from=ZZZ&to=E1R&amount=1'), 400, 'VALIDATION_ERROR', [
         { field: 'to', message: CODE_MESSAGE, value: 'E1R' },
       ]);
     });
