@@ -2,6 +2,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import Fastify, { type FastifyInstance } from 'fastify';
 import type { DestinationStream } from 'pino';
 import type { Config } from './config.js';
+import { apiPathTest } from './lib/api-path.js';
 import { clientErrorHandler, errorsPlugin, sendError } from './plugins/errors.js';
 import { jsonBodyPlugin } from './plugins/json-body.js';
 import { openapiPlugin, openapiRoute } from './plugins/openapi.js';
@@ -36,6 +37,7 @@ export interface AppOptions {
 /** The whole service as a Fastify instance, not yet listening: what the server and every test build. */
 export async function buildApp(config: Config, options: AppOptions = {}): Promise<FastifyInstance> {
   const requestLog = new RequestLog();
+  const isApiPath = apiPathTest(config.contextPath);
   const app = Fastify({
     logger: { level: config.logLevel, ...(options.logStream && { stream: options.logStream }) },
     logController: requestLog,
@@ -55,7 +57,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
       // hooks, so their log line and the hooks' headers are asked for here.
       reply.raw.once('finish', () => requestLog.requestCompleted(null, request, reply));
       reply.headers(SECURITY_HEADERS);
-      setVersionHeaders(config.contextPath, request, reply);
+      setVersionHeaders(isApiPath, request, reply);
       sendError(error, request, reply);
     },
     clientErrorHandler,
@@ -80,17 +82,17 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   await app.register(jsonBodyPlugin);
   // The hooks that set headers come before the CORS hook, which answers preflights and ends the chain.
   await app.register(requestIdPlugin);
-  await app.register(versioningPlugin, { contextPath: config.contextPath });
+  await app.register(versioningPlugin, { isApiPath });
   await app.register(securityPlugin, { corsOrigins: config.corsOrigins });
   await app.register(shutdownPlugin);
-  await app.register(openapiPlugin, { contextPath: config.contextPath });
+  await app.register(openapiPlugin, { isApiPath });
   const prefix = config.contextPath === '/' ? '' : config.contextPath;
   if (config.rateLimitMax > 0) {
     await app.register(rateLimitPlugin, {
       max: config.rateLimitMax,
       windowMs: config.rateLimitWindowMs,
       store: options.rateLimitStore ?? new MemoryRateLimitStore(),
-      path: `${prefix}/api`,
+      isApiPath,
     });
   }
 

@@ -2,8 +2,9 @@ import swagger from '@fastify/swagger';
 import type { FastifyInstance, FastifySchema } from 'fastify';
 import fp from 'fastify-plugin';
 import { errorResponses } from '../errors.js';
+import type { ApiPathTest } from '../lib/api-path.js';
 import { VERSION } from '../version.js';
-import { API_VERSION, isApiPath } from './versioning.js';
+import { API_VERSION } from './versioning.js';
 
 const DESCRIPTION = `A small JSON-over-HTTP reference service: greetings, a search echo, a lossless JSON echo, a
 profile with conditional requests, and currency conversion with a fixed table of rates, listed as a paginated collection.
@@ -99,12 +100,12 @@ function documentedSchema(schema: FastifySchema, versioned: boolean): FastifySch
  * Registered before the routes, so that it sees them all.
  */
 export const openapiPlugin = fp(
-  async (app: FastifyInstance, { contextPath }: { contextPath: string }) => {
+  async (app: FastifyInstance, { isApiPath }: { isApiPath: ApiPathTest }) => {
     app.addHook('onRoute', (route) => {
       const { schema } = route;
       if (schema === undefined) return;
       // Any route under /api may answer a bad `version` (400) or an Accept for another version (406).
-      const common = isApiPath(contextPath, route.url) ? errorResponses(400, 406, 500) : errorResponses(500);
+      const common = isApiPath(route.url) ? errorResponses(400, 406, 500) : errorResponses(500);
       const response = { ...common, ...(schema.response as Record<number, object> | undefined) };
       // A success response is described by its operation's summary unless its schema says more;
       // a copy, as one schema may serve several routes.
@@ -131,7 +132,7 @@ export const openapiPlugin = fp(
       // A route declared without a schema has none, whatever the types say.
       transform: ({ schema, url }) => ({
         url,
-        schema: schema && documentedSchema(schema, isApiPath(contextPath, url)),
+        schema: schema && documentedSchema(schema, isApiPath(url)),
       }),
       // Shared schemas keep their $id as their name under components/schemas.
       refResolver: { buildLocalReference: (json, _baseUri, _fragment, i) => (json.$id as string) ?? `def-${i}` },

@@ -2,6 +2,7 @@ import fastifyRateLimit, { type FastifyRateLimitStore, type FastifyRateLimitStor
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
 import { errorResponses, rateLimitExceeded } from '../errors.js';
+import type { ApiPathTest } from '../lib/api-path.js';
 import type { RateLimitStore } from '../stores/rate-limit.js';
 
 export interface RateLimitOptions {
@@ -9,8 +10,8 @@ export interface RateLimitOptions {
   max: number;
   windowMs: number;
   store: RateLimitStore;
-  /** The path whose routes are limited, itself and everything under it: `/api`, or `/svc/api`. */
-  path: string;
+  /** Which paths are limited: `/api` under the context path, and everything under it. */
+  isApiPath: ApiPathTest;
 }
 
 const RATE_LIMIT_HEADERS = {
@@ -42,17 +43,15 @@ function pluginStore(store: RateLimitStore): FastifyRateLimitStoreCtor {
 }
 
 /**
- * Rate limiting of every route under `path` per client address (`request.ip`, so
+ * Rate limiting of every route under `/api` per client address (`request.ip`, so
  * X-Forwarded-For counts only with `trustProxy`; an IPv6 client is its /64 network, as
  * @fastify/rate-limit keys it). Answers, errors included, carry the RateLimit-* headers of the
  * IETF draft; the request over the limit gets a 429 with Retry-After, shaped like every error.
- * Requests to paths no route matches count too when they are under `path`, so probing unknown
+ * Requests to paths no route matches count too when they are under `/api`, so probing unknown
  * paths is no way around the limit.
  */
 export const rateLimitPlugin = fp<RateLimitOptions>(
-  async (app: FastifyInstance, { max, windowMs, store, path }) => {
-    const limited = (url: string) => url === path || url.startsWith(`${path}/`);
-
+  async (app: FastifyInstance, { max, windowMs, store, isApiPath: limited }) => {
     app.addHook('onRoute', (route) => {
       const { schema } = route;
       if (schema === undefined || !limited(route.url)) return;

@@ -50,23 +50,32 @@ const EXPOSED_HEADERS = [
 const PREFLIGHT_MAX_AGE = 600;
 
 /**
- * The CORS options for one request. A preflight (OPTIONS with Access-Control-Request-Method) is
- * answered 204 by @fastify/cors; any other OPTIONS is left to the router, which answers it 404 or
- * 405 like any method a path does not take. An origin not in `CORS_ORIGINS` gets no CORS header
- * at all, so its preflight is not answered either.
+ * The CORS options of a request, which depend only on its origin and on whether it is a
+ * preflight, so they are all built once. A preflight (OPTIONS with Access-Control-Request-Method)
+ * is answered 204 by @fastify/cors; any other OPTIONS is left to the router, which answers it 404
+ * or 405 like any method a path does not take. An origin not in `CORS_ORIGINS` gets no CORS
+ * header at all, so its preflight is not answered either.
  */
-function corsOptionsFor(origins: '*' | readonly string[], request: FastifyRequest): FastifyCorsOptions {
-  const origin = request.headers.origin;
-  const allowed = origins === '*' ? '*' : origin !== undefined && origins.includes(origin) ? origin : false;
-  return {
-    origin: allowed,
-    credentials: false,
-    methods: METHODS,
-    allowedHeaders: ALLOWED_HEADERS,
-    exposedHeaders: EXPOSED_HEADERS,
-    maxAge: PREFLIGHT_MAX_AGE,
-    preflight: request.method === 'OPTIONS' && request.headers['access-control-request-method'] !== undefined,
-    strictPreflight: false,
+function corsOptionsResolver(origins: '*' | readonly string[]): (request: FastifyRequest) => FastifyCorsOptions {
+  const forOrigin = (origin: string | false) => {
+    const options = {
+      origin,
+      credentials: false,
+      methods: METHODS,
+      allowedHeaders: ALLOWED_HEADERS,
+      exposedHeaders: EXPOSED_HEADERS,
+      maxAge: PREFLIGHT_MAX_AGE,
+      strictPreflight: false,
+    };
+    return { preflight: { ...options, preflight: true }, other: { ...options, preflight: false } };
+  };
+  const any = origins === '*' ? forOrigin('*') : undefined;
+  const listed = new Map(origins === '*' ? [] : origins.map((origin) => [origin, forOrigin(origin)]));
+  const denied = forOrigin(false);
+  return (request) => {
+    const options = any ?? listed.get(request.headers.origin ?? '') ?? denied;
+    const preflight = request.method === 'OPTIONS' && request.headers['access-control-request-method'] !== undefined;
+    return preflight ? options.preflight : options.other;
   };
 }
 
@@ -84,8 +93,9 @@ export const securityPlugin = fp(
       reply.headers(SECURITY_HEADERS);
       done();
     });
+    const corsOptions = corsOptionsResolver(corsOrigins);
     await app.register(cors, {
-      delegator: (request, callback) => callback(null, corsOptionsFor(corsOrigins, request)),
+      delegator: (request, callback) => callback(null, corsOptions(request)),
     });
   },
   { name: 'security' },

@@ -1,7 +1,8 @@
 import type { IncomingMessage } from 'node:http';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
-import { apiError, validationError } from '../errors.js';
+import { type ApiError, apiError, validationError } from '../errors.js';
+import { type ApiPathTest, apiBase } from '../lib/api-path.js';
 
 /** The one version of the API there is: what `API-Version` says and what clients may ask for. */
 export const API_VERSION = '1';
@@ -12,23 +13,6 @@ const VERSION_VALUES = new Set([API_VERSION, `v${API_VERSION}`]);
 /** A media range that asks for a version of this API: `application/vnd.greeting.v1+json`. */
 const VERSIONED_MEDIA_TYPE = /^application\/vnd\.greeting\.v([^+]*)\+json$/;
 
-/** `/api` under the context path: `/api`, or `/svc/api` with `CONTEXT_PATH=/svc`. */
-function apiBase(contextPath: string): string {
-  return `${contextPath === '/' ? '' : contextPath}/api`;
-}
-
-/** The path of a request URL, without its query. */
-function pathOf(url: string): string {
-  return url.split('?', 1)[0] ?? '/';
-}
-
-/** Whether a path or URL is under `/api` (below the context path), where versioning applies. */
-export function isApiPath(contextPath: string, url: string): boolean {
-  const path = pathOf(url);
-  const base = apiBase(contextPath);
-  return path === base || path.startsWith(`${base}/`);
-}
-
 /**
  * Given to Fastify as `rewriteUrl`: `/api/v1/...` is served by the route of `/api/...`, so every
  * route, present and future, has its versioned path without being registered twice. Only the
@@ -36,12 +20,13 @@ export function isApiPath(contextPath: string, url: string): boolean {
  * Fastify keeps the URL as sent in `request.originalUrl`, for messages and logs.
  */
 export function versionedUrlRewriter(contextPath: string): (request: IncomingMessage) => string {
-  const versioned = `${apiBase(contextPath)}/v${API_VERSION}`;
+  const base = apiBase(contextPath);
+  const versioned = `${base}/v${API_VERSION}`;
   return (request) => {
     const url = request.url ?? '/';
     if (!url.startsWith(versioned)) return url;
     const rest = url.slice(versioned.length);
-    return rest === '' || rest.startsWith('/') || rest.startsWith('?') ? apiBase(contextPath) + rest : url;
+    return rest === '' || rest.startsWith('/') || rest.startsWith('?') ? base + rest : url;
   };
 }
 
@@ -66,21 +51,24 @@ function acceptedRanges(accept: string): string[] {
  * current version (400 otherwise), and an Accept header that asks only for other versions of
  * this API cannot be satisfied (406). Any other Accept is left alone: every body is JSON.
  */
-function checkVersion(request: FastifyRequest): void {
+function versionError(request: FastifyRequest): ApiError | null {
   const { version } = request.query as Record<string, unknown>;
   if (version !== undefined && !(typeof version === 'string' && VERSION_VALUES.has(version))) {
-    throw validationError([{ field: 'version', message: `must be ${API_VERSION} or v${API_VERSION}`, value: version }]);
+    return validationError([
+      { field: 'version', message: `must be ${API_VERSION} or v${API_VERSION}`, value: version },
+    ]);
   }
   const accept = request.headers.accept;
-  if (accept === undefined) return;
+  if (accept === undefined) return null;
   const ranges = acceptedRanges(accept);
   const versions = ranges.map((range) => VERSIONED_MEDIA_TYPE.exec(range)?.[1]);
   if (versions.length > 0 && versions.every((v) => v !== undefined && v !== API_VERSION)) {
-    throw apiError(
+    return apiError(
       406,
       `Only API version ${API_VERSION} exists (application/vnd.greeting.v${API_VERSION}+json); Accept asks for ${ranges.join(', ')}.`,
     );
   }
+  return null;
 }
 
 /**
@@ -88,8 +76,8 @@ function checkVersion(request: FastifyRequest): void {
  * Accept naming another version turns the answer into a 406. Also set by the handler of the
  * errors Fastify raises before routing, which runs no hooks.
  */
-export function setVersionHeaders(contextPath: string, request: FastifyRequest, reply: FastifyReply): void {
-  if (isApiPath(contextPath, request.url)) reply.header('api-version', API_VERSION).header('vary', 'Accept');
+export function setVersionHeaders(isApiPath: ApiPathTest, request: FastifyRequest, reply: FastifyReply): void {
+  if (isApiPath(request.url)) reply.header('api-version', API_VERSION).header('vary', 'Accept');
 }
 
 /**
@@ -99,12 +87,13 @@ export function setVersionHeaders(contextPath: string, request: FastifyRequest, 
  * not judged by the query of the request it asks about. It is still checked before the body is read.
  */
 export const versioningPlugin = fp(
-  async (app: FastifyInstance, { contextPath }: { contextPath: string }) => {
-    app.addHook('onRequest', async (request, reply) => {
-      setVersionHeaders(contextPath, request, reply);
+  async (app: FastifyInstance, { isApiPath }: { isApiPath: ApiPathTest }) => {
+    app.addHook('onRequest', (request, reply, done) => {
+      setVersionHeaders(isApiPath, request, reply);
+      done();
     });
-    app.addHook('preParsing', async (request) => {
-      if (isApiPath(contextPath, request.url)) checkVersion(request);
+    app.addHook('preParsing', (request, _reply, payload, done) => {
+      done(isApiPath(request.url) ? versionError(request) : null, payload);
     });
   },
   { name: 'versioning', dependencies: ['errors'] },
