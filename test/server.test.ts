@@ -521,7 +521,7 @@ describe('server process (dist/server.js)', { concurrency: true }, () => {
 
     it("Java's LocalDateTime.parse reads the Asia/Kolkata timestamp", { timeout: 60_000 }, async (t) => {
       if (spawnSync('java', ['-version']).status !== 0) {
-        t.skip('java not installed');
+        t.skip('SKIPPED: java not installed (.ci/run installs default-jre-headless)');
         return;
       }
       const { timestamp } = await hello(kolkata);
