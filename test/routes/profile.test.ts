@@ -80,24 +80,44 @@ class FreshStore implements ProfileStore {
   }
 }
 
+type Connect = (typeof transports)[number][1];
+
+/**
+ * The fixture of a suite: one app over a FreshStore (building one takes longer than most
+ * tests), its profile emptied before each test and, with `seed`, then set to ADA at version 1.
+ */
+function profileSuite(connect: Connect, { seed }: { seed: boolean }) {
+  const store = new FreshStore();
+  const suite = {
+    client: undefined as unknown as Client,
+    profile: undefined as unknown as ProfileClient,
+    /** A rejected request changes nothing: the profile and its ETag are still those of the seed. */
+    async assertUnchanged(): Promise<void> {
+      assertProfile(await suite.profile.get(), ADA, 1);
+    },
+  };
+  before(async () => {
+    suite.client = await connect({}, { profileStore: store });
+    suite.profile = profileClient(suite.client);
+  });
+  beforeEach(async () => {
+    store.reset();
+    if (seed) assertProfile(await suite.profile.write('PUT', ADA), ADA, 1);
+  });
+  after(() => suite.client.close());
+  return suite;
+}
+
 for (const [transport, connect] of transports) {
   describe(`GET /api/profile (${transport})`, () => {
-    const store = new FreshStore();
-    let client: Client;
-    let profile: ProfileClient;
-    before(async () => {
-      client = await connect({}, { profileStore: store });
-      profile = profileClient(client);
-    });
-    beforeEach(() => store.reset());
-    after(() => client.close());
+    const suite = profileSuite(connect, { seed: false });
 
     it('starts with all three fields null, at ETag "0"', async () => {
-      assertProfile(await profile.get(), EMPTY, 0);
+      assertProfile(await suite.profile.get(), EMPTY, 0);
     });
 
     it('answers HEAD with the headers of GET and no body', async () => {
-      const res = await profile.get({}, 'HEAD');
+      const res = await suite.profile.get({}, 'HEAD');
       assert.equal(res.status, 200);
       assert.equal(res.text, '');
       assert.equal(res.headers.etag, '"0"');
@@ -106,11 +126,11 @@ for (const [transport, connect] of transports) {
     });
 
     it('tolerates a trailing slash', async () => {
-      assertProfile(await client.send({ path: `${PATH}/` }), EMPTY, 0);
+      assertProfile(await suite.client.send({ path: `${PATH}/` }), EMPTY, 0);
     });
 
     it('gives each app its own profile', async () => {
-      assertProfile(await profile.write('PUT', ADA), ADA, 1);
+      assertProfile(await suite.profile.write('PUT', ADA), ADA, 1);
       const other = await connect();
       try {
         const res = await profileClient(other).get();
@@ -124,108 +144,100 @@ for (const [transport, connect] of transports) {
 
     for (const header of ['"1"', 'W/"1"', '*', '"0", "1"', 'W/"7",W/"1"']) {
       it(`answers If-None-Match: ${header} naming the current tag with 304, for GET and HEAD`, async () => {
-        await profile.write('PUT', ADA);
-        assertNotModified(await profile.get({ 'if-none-match': header }), 1);
-        assertNotModified(await profile.get({ 'if-none-match': header }, 'HEAD'), 1);
+        await suite.profile.write('PUT', ADA);
+        assertNotModified(await suite.profile.get({ 'if-none-match': header }), 1);
+        assertNotModified(await suite.profile.get({ 'if-none-match': header }, 'HEAD'), 1);
       });
     }
 
     for (const header of ['"0"', 'W/"0"', '"2"', '1', '""']) {
       it(`answers If-None-Match: ${header} naming another tag with the profile`, async () => {
-        await profile.write('PUT', ADA);
-        assertProfile(await profile.get({ 'if-none-match': header }), ADA, 1);
+        await suite.profile.write('PUT', ADA);
+        assertProfile(await suite.profile.get({ 'if-none-match': header }), ADA, 1);
       });
     }
 
     it('answers a tag that was current before a write with the new profile', async () => {
-      const before = await profile.get();
-      await profile.write('POST', { name: 'Ada' });
-      const after = await profile.get({ 'if-none-match': String(before.headers.etag) });
+      const before = await suite.profile.get();
+      await suite.profile.write('POST', { name: 'Ada' });
+      const after = await suite.profile.get({ 'if-none-match': String(before.headers.etag) });
       assertProfile(after, { ...EMPTY, name: 'Ada' }, 1);
-      assertNotModified(await profile.get({ 'if-none-match': String(after.headers.etag) }), 1);
+      assertNotModified(await suite.profile.get({ 'if-none-match': String(after.headers.etag) }), 1);
     });
 
     it('honours If-Match on GET: 412 unless it names the current tag', async () => {
-      const error = assertEnvelope(await profile.get({ 'if-match': '"1"' }), 412, 'PRECONDITION_FAILED');
+      const error = assertEnvelope(await suite.profile.get({ 'if-match': '"1"' }), 412, 'PRECONDITION_FAILED');
       assert.equal(error.message, 'If-Match does not match the current ETag of the profile.');
-      assertProfile(await profile.get({ 'if-match': '"0"' }), EMPTY, 0);
-      assertProfile(await profile.get({ 'if-match': '*' }), EMPTY, 0);
+      assertProfile(await suite.profile.get({ 'if-match': '"0"' }), EMPTY, 0);
+      assertProfile(await suite.profile.get({ 'if-match': '*' }), EMPTY, 0);
     });
   });
 
   describe(`POST, PATCH and PUT /api/profile (${transport})`, () => {
-    const store = new FreshStore();
-    let client: Client;
-    let profile: ProfileClient;
-    before(async () => {
-      client = await connect({}, { profileStore: store });
-      profile = profileClient(client);
-    });
-    beforeEach(() => store.reset());
-    after(() => client.close());
+    const suite = profileSuite(connect, { seed: false });
 
     for (const method of ['POST', 'PATCH'] as const) {
       it(`${method} changes only the fields sent and answers the whole profile with a new ETag`, async () => {
-        assertProfile(await profile.write(method, { name: 'Ada' }), { ...EMPTY, name: 'Ada' }, 1);
+        assertProfile(await suite.profile.write(method, { name: 'Ada' }), { ...EMPTY, name: 'Ada' }, 1);
         assertProfile(
-          await profile.write(method, { email: ADA.email }),
+          await suite.profile.write(method, { email: ADA.email }),
           { ...EMPTY, name: 'Ada', email: ADA.email },
           2,
         );
-        assertProfile(await profile.write(method, { bio: ADA.bio, name: ADA.name }), ADA, 3);
-        assertProfile(await profile.get(), ADA, 3);
+        assertProfile(await suite.profile.write(method, { bio: ADA.bio, name: ADA.name }), ADA, 3);
+        assertProfile(await suite.profile.get(), ADA, 3);
       });
 
       it(`${method} sets a field sent as null to null`, async () => {
-        await profile.write('PUT', ADA);
-        assertProfile(await profile.write(method, { email: null }), { ...ADA, email: null }, 2);
-        assertProfile(await profile.write(method, { name: null, bio: null }), EMPTY, 3);
-        assertProfile(await profile.get(), EMPTY, 3);
+        await suite.profile.write('PUT', ADA);
+        assertProfile(await suite.profile.write(method, { email: null }), { ...ADA, email: null }, 2);
+        assertProfile(await suite.profile.write(method, { name: null, bio: null }), EMPTY, 3);
+        assertProfile(await suite.profile.get(), EMPTY, 3);
       });
 
       it(`${method} with an empty object changes no field but is a write: the ETag changes`, async () => {
-        await profile.write('PUT', ADA);
-        assertProfile(await profile.write(method, {}), ADA, 2);
+        await suite.profile.write('PUT', ADA);
+        assertProfile(await suite.profile.write(method, {}), ADA, 2);
       });
     }
 
     it('PATCH accepts application/merge-patch+json', async () => {
       const type = { 'content-type': 'application/merge-patch+json' };
-      assertProfile(await profile.write('PATCH', ADA, type), ADA, 1);
-      assertProfile(await profile.write('PATCH', { bio: null }, type), { ...ADA, bio: null }, 2);
-      assertProfile(await profile.get(), { ...ADA, bio: null }, 2);
+      assertProfile(await suite.profile.write('PATCH', ADA, type), ADA, 1);
+      assertProfile(await suite.profile.write('PATCH', { bio: null }, type), { ...ADA, bio: null }, 2);
+      assertProfile(await suite.profile.get(), { ...ADA, bio: null }, 2);
     });
 
     it('PUT replaces the whole profile: fields not sent become null', async () => {
-      assertProfile(await profile.write('PUT', ADA), ADA, 1);
-      assertProfile(await profile.write('PUT', { bio: 'Only a bio.' }), { ...EMPTY, bio: 'Only a bio.' }, 2);
-      assertProfile(await profile.write('PUT', { name: 'Grace', email: null }), { ...EMPTY, name: 'Grace' }, 3);
-      assertProfile(await profile.write('PUT', {}), EMPTY, 4);
-      assertProfile(await profile.get(), EMPTY, 4);
+      assertProfile(await suite.profile.write('PUT', ADA), ADA, 1);
+      assertProfile(await suite.profile.write('PUT', { bio: 'Only a bio.' }), { ...EMPTY, bio: 'Only a bio.' }, 2);
+      assertProfile(await suite.profile.write('PUT', { name: 'Grace', email: null }), { ...EMPTY, name: 'Grace' }, 3);
+      assertProfile(await suite.profile.write('PUT', {}), EMPTY, 4);
+      assertProfile(await suite.profile.get(), EMPTY, 4);
     });
 
     it('changes the ETag on every write, even one that sets the same values', async () => {
       for (let version = 1; version <= 3; version++) {
-        assertProfile(await profile.write('PUT', ADA), ADA, version);
+        assertProfile(await suite.profile.write('PUT', ADA), ADA, version);
       }
-      assertProfile(await profile.write('POST', ADA), ADA, 4);
-      assertProfile(await profile.write('PATCH', ADA), ADA, 5);
+      assertProfile(await suite.profile.write('POST', ADA), ADA, 4);
+      assertProfile(await suite.profile.write('PATCH', ADA), ADA, 5);
     });
 
     it('answers the profile in the order name, email, bio whatever the order sent', async () => {
-      const res = await profile.write('PUT', '{"bio":"b","email":"e@x.io","name":"n"}');
+      const res = await suite.profile.write('PUT', '{"bio":"b","email":"e@x.io","name":"n"}');
       assert.equal(res.text, '{"name":"n","email":"e@x.io","bio":"b"}');
     });
 
     it('keeps Unicode exactly as sent', async () => {
       const unicode = { name: 'Zoë 世界 😀', email: 'zoë@exämple.de', bio: 'é\u0301 \u0000 "quoted" \\ \n' };
-      assertProfile(await profile.write('PUT', unicode), unicode, 1);
-      assertProfile(await profile.get(), unicode, 1);
+      assertProfile(await suite.profile.write('PUT', unicode), unicode, 1);
+      assertProfile(await suite.profile.get(), unicode, 1);
     });
 
     it('answers other methods with 405 and the Allow list', async () => {
       for (const method of ['DELETE', 'OPTIONS']) {
-        const res = await client.send({ method, path: PATH });
+        const res = await suite.client.send({ method, path: PATH });
         assertEnvelope(res, 405, 'METHOD_NOT_ALLOWED');
         assert.equal(res.headers.allow, 'GET, HEAD, POST, PATCH, PUT');
       }
@@ -233,23 +245,7 @@ for (const [transport, connect] of transports) {
   });
 
   describe(`/api/profile validation (${transport})`, () => {
-    const store = new FreshStore();
-    let client: Client;
-    let profile: ProfileClient;
-    before(async () => {
-      client = await connect({}, { profileStore: store });
-      profile = profileClient(client);
-    });
-    beforeEach(async () => {
-      store.reset();
-      assertProfile(await profile.write('PUT', ADA), ADA, 1);
-    });
-    after(() => client.close());
-
-    /** A rejected request changes nothing: the profile and its ETag are still those of version 1. */
-    async function assertUnchanged(): Promise<void> {
-      assertProfile(await profile.get(), ADA, 1);
-    }
+    const suite = profileSuite(connect, { seed: true });
 
     const email254 = `${'l'.repeat(64)}@${'d'.repeat(185)}.com`;
     const accepted: [string, Partial<Profile>][] = [
@@ -269,7 +265,7 @@ for (const [transport, connect] of transports) {
     ];
     for (const [label, fields] of accepted) {
       it(`accepts ${label}`, async () => {
-        assertProfile(await profile.write('POST', fields), { ...ADA, ...fields }, 2);
+        assertProfile(await suite.profile.write('POST', fields), { ...ADA, ...fields }, 2);
       });
     }
 
@@ -308,10 +304,10 @@ for (const [transport, connect] of transports) {
     for (const [label, field, value, message] of rejected) {
       it(`rejects ${label}, changing nothing`, async () => {
         for (const method of WRITE_METHODS) {
-          const res = await profile.write(method, { [field]: value });
+          const res = await suite.profile.write(method, { [field]: value });
           assertEnvelope(res, 400, 'VALIDATION_ERROR', [{ field, message, value }]);
         }
-        await assertUnchanged();
+        await suite.assertUnchanged();
       });
     }
 
@@ -326,10 +322,10 @@ for (const [transport, connect] of transports) {
       it(`rejects the unknown key in ${body}, changing nothing`, async () => {
         const [[key, value]] = Object.entries(JSON.parse(body)) as [[string, unknown]];
         for (const method of WRITE_METHODS) {
-          const res = await profile.write(method, body);
+          const res = await suite.profile.write(method, body);
           assertEnvelope(res, 400, 'VALIDATION_ERROR', [{ field: key, message: 'is not allowed', value }]);
         }
-        await assertUnchanged();
+        await suite.assertUnchanged();
         assert.equal(({} as Record<string, unknown>).name, undefined);
       });
     }
@@ -337,7 +333,7 @@ for (const [transport, connect] of transports) {
     it('reports every invalid field at once, unknown keys first, and changes nothing', async () => {
       const body = '{"name":"","email":"nope","bio":7,"age":36,"__proto__":1,"constructor":2}';
       for (const method of WRITE_METHODS) {
-        assertEnvelope(await profile.write(method, body), 400, 'VALIDATION_ERROR', [
+        assertEnvelope(await suite.profile.write(method, body), 400, 'VALIDATION_ERROR', [
           { field: 'age', message: 'is not allowed', value: 36 },
           { field: '__proto__', message: 'is not allowed', value: 1 },
           { field: 'constructor', message: 'is not allowed', value: 2 },
@@ -346,13 +342,13 @@ for (const [transport, connect] of transports) {
           { field: 'bio', message: BIO_RULE, value: 7 },
         ]);
       }
-      await assertUnchanged();
+      await suite.assertUnchanged();
     });
 
     it('rejects the whole request when one field of several is invalid', async () => {
-      const res = await profile.write('POST', { name: 'Grace', email: 'grace@example', bio: 'Admiral.' });
+      const res = await suite.profile.write('POST', { name: 'Grace', email: 'grace@example', bio: 'Admiral.' });
       assertEnvelope(res, 400, 'VALIDATION_ERROR', [{ field: 'email', message: EMAIL_RULE, value: 'grace@example' }]);
-      await assertUnchanged();
+      await suite.assertUnchanged();
     });
 
     for (const [label, body] of [
@@ -363,117 +359,118 @@ for (const [transport, connect] of transports) {
     ] as const) {
       it(`rejects ${label} as the body, changing nothing`, async () => {
         for (const method of WRITE_METHODS) {
-          assertEnvelope(await profile.write(method, body), 400, 'VALIDATION_ERROR', [
+          assertEnvelope(await suite.profile.write(method, body), 400, 'VALIDATION_ERROR', [
             { field: 'body', message: 'must be a JSON object', value: JSON.parse(body) },
           ]);
         }
-        await assertUnchanged();
+        await suite.assertUnchanged();
       });
     }
 
     it('rejects null, an empty body and no body, changing nothing', async () => {
       const missing = [{ field: 'body', message: 'must be a JSON object', value: null }];
       for (const method of WRITE_METHODS) {
-        assertEnvelope(await profile.write(method, 'null'), 400, 'VALIDATION_ERROR', missing);
-        assertEnvelope(await profile.write(method, ''), 400, 'VALIDATION_ERROR', missing);
-        assertEnvelope(await client.send({ method, path: PATH }), 400, 'VALIDATION_ERROR', missing);
+        assertEnvelope(await suite.profile.write(method, 'null'), 400, 'VALIDATION_ERROR', missing);
+        assertEnvelope(await suite.profile.write(method, ''), 400, 'VALIDATION_ERROR', missing);
+        assertEnvelope(await suite.client.send({ method, path: PATH }), 400, 'VALIDATION_ERROR', missing);
       }
-      await assertUnchanged();
+      await suite.assertUnchanged();
     });
 
     it('rejects malformed JSON, changing nothing', async () => {
       for (const method of WRITE_METHODS) {
-        assertEnvelope(await profile.write(method, '{"name":'), 400, 'MALFORMED_JSON');
+        assertEnvelope(await suite.profile.write(method, '{"name":'), 400, 'MALFORMED_JSON');
       }
-      await assertUnchanged();
+      await suite.assertUnchanged();
     });
 
     for (const type of ['text/plain', 'application/x-www-form-urlencoded', 'application/jsonx']) {
       it(`rejects Content-Type ${type} with 415, changing nothing`, async () => {
         for (const method of WRITE_METHODS) {
-          const res = await profile.write(method, { name: 'Grace' }, { 'content-type': type });
+          const res = await suite.profile.write(method, { name: 'Grace' }, { 'content-type': type });
           const error = assertEnvelope(res, 415, 'UNSUPPORTED_MEDIA_TYPE');
           assert.equal(error.message, `The request body must be application/json, not ${type}.`);
         }
-        await assertUnchanged();
+        await suite.assertUnchanged();
       });
     }
 
     it('rejects a body without a Content-Type with 415, changing nothing', async () => {
       for (const method of WRITE_METHODS) {
-        const res = await client.send({ method, path: PATH, body: '{"name":"Grace"}' });
+        const res = await suite.client.send({ method, path: PATH, body: '{"name":"Grace"}' });
         assertEnvelope(res, 415, 'UNSUPPORTED_MEDIA_TYPE');
       }
-      await assertUnchanged();
+      await suite.assertUnchanged();
     });
 
     it('reports an invalid body before a failed precondition', async () => {
-      const res = await profile.write('PUT', { name: '' }, { 'if-match': '"0"' });
+      const res = await suite.profile.write('PUT', { name: '' }, { 'if-match': '"0"' });
       assertEnvelope(res, 400, 'VALIDATION_ERROR', [{ field: 'name', message: NAME_RULE, value: '' }]);
-      await assertUnchanged();
+      await suite.assertUnchanged();
     });
   });
 
   describe(`/api/profile If-Match and If-None-Match on writes (${transport})`, () => {
-    const store = new FreshStore();
-    let client: Client;
-    let profile: ProfileClient;
-    before(async () => {
-      client = await connect({}, { profileStore: store });
-      profile = profileClient(client);
-    });
-    beforeEach(async () => {
-      store.reset();
-      assertProfile(await profile.write('PUT', ADA), ADA, 1);
-    });
-    after(() => client.close());
-
-    async function assertUnchanged(): Promise<void> {
-      assertProfile(await profile.get(), ADA, 1);
-    }
+    const suite = profileSuite(connect, { seed: true });
 
     for (const method of WRITE_METHODS) {
       it(`${method} with If-Match naming the current ETag writes`, async () => {
-        assertProfile(await profile.write(method, { name: 'Grace' }, { 'if-match': '"1"' }), expected(method), 2);
-        assertProfile(await profile.write(method, { name: 'Grace' }, { 'if-match': '"2"' }), expected(method), 3);
+        assertProfile(await suite.profile.write(method, { name: 'Grace' }, { 'if-match': '"1"' }), expected(method), 2);
+        assertProfile(await suite.profile.write(method, { name: 'Grace' }, { 'if-match': '"2"' }), expected(method), 3);
       });
 
       for (const header of ['"0"', '"2"', 'W/"1"', '1', '"1" "2"', '"01"']) {
         it(`${method} with If-Match: ${header} fails with 412, changing nothing`, async () => {
-          const res = await profile.write(method, { name: 'Grace' }, { 'if-match': header });
+          const res = await suite.profile.write(method, { name: 'Grace' }, { 'if-match': header });
           const error = assertEnvelope(res, 412, 'PRECONDITION_FAILED');
           assert.equal(error.message, 'If-Match does not match the current ETag of the profile.');
           assert.equal(res.headers.etag, undefined);
-          await assertUnchanged();
+          await suite.assertUnchanged();
         });
       }
 
       for (const header of ['*', '"0", "1"', 'W/"1", "1"']) {
         it(`${method} with If-Match: ${header} writes`, async () => {
-          assertProfile(await profile.write(method, { name: 'Grace' }, { 'if-match': header }), expected(method), 2);
+          assertProfile(
+            await suite.profile.write(method, { name: 'Grace' }, { 'if-match': header }),
+            expected(method),
+            2,
+          );
         });
       }
 
       for (const header of ['*', '"1"', 'W/"1"']) {
         it(`${method} with If-None-Match: ${header} fails with 412, changing nothing`, async () => {
-          const res = await profile.write(method, { name: 'Grace' }, { 'if-none-match': header });
+          const res = await suite.profile.write(method, { name: 'Grace' }, { 'if-none-match': header });
           const error = assertEnvelope(res, 412, 'PRECONDITION_FAILED');
           assert.equal(error.message, 'If-None-Match matches the current ETag of the profile.');
-          await assertUnchanged();
+          await suite.assertUnchanged();
         });
       }
 
       it(`${method} with If-None-Match naming an old ETag writes`, async () => {
-        assertProfile(await profile.write(method, { name: 'Grace' }, { 'if-none-match': '"0"' }), expected(method), 2);
+        assertProfile(
+          await suite.profile.write(method, { name: 'Grace' }, { 'if-none-match': '"0"' }),
+          expected(method),
+          2,
+        );
       });
     }
 
     it('lets a client that read, then wrote with the tag it read, write only once', async () => {
-      const read = await profile.get();
+      const read = await suite.profile.get();
       const tag = String(read.headers.etag);
-      assertProfile(await profile.write('PATCH', { bio: 'First.' }, { 'if-match': tag }), { ...ADA, bio: 'First.' }, 2);
-      assertEnvelope(await profile.write('PATCH', { bio: 'Second.' }, { 'if-match': tag }), 412, 'PRECONDITION_FAILED');
-      assertProfile(await profile.get(), { ...ADA, bio: 'First.' }, 2);
+      assertProfile(
+        await suite.profile.write('PATCH', { bio: 'First.' }, { 'if-match': tag }),
+        { ...ADA, bio: 'First.' },
+        2,
+      );
+      assertEnvelope(
+        await suite.profile.write('PATCH', { bio: 'Second.' }, { 'if-match': tag }),
+        412,
+        'PRECONDITION_FAILED',
+      );
+      assertProfile(await suite.profile.get(), { ...ADA, bio: 'First.' }, 2);
     });
   });
 }
