@@ -17,6 +17,7 @@ const OPERATIONS = [
   ['get', '/healthz', 'getHealth', [500]],
   ['get', '/readyz', 'getReadiness', [500, 503]],
   ['get', '/openapi.json', 'getOpenApi', [500]],
+  ['get', '/metrics', 'getMetrics', [500]],
 ] as const;
 
 describe('GET /openapi.json', () => {
@@ -185,7 +186,8 @@ describe('GET /openapi.json', () => {
 
   it('documents every success body', () => {
     for (const [method, path] of OPERATIONS) {
-      assert.ok(doc.paths[path][method].responses['200'].content['application/json'].schema, `${method} ${path}`);
+      const type = path === '/metrics' ? 'text/plain; version=0.0.4; charset=utf-8' : 'application/json';
+      assert.ok(doc.paths[path][method].responses['200'].content[type].schema, `${method} ${path}`);
     }
     for (const [method, path] of OPERATIONS) {
       const { description } = doc.paths[path][method].responses['200'];
