@@ -3,6 +3,7 @@ import Fastify, { type FastifyInstance } from 'fastify';
 import type { DestinationStream } from 'pino';
 import type { Config } from './config.js';
 import { apiPathTest } from './lib/api-path.js';
+import { docsRoutes } from './plugins/docs.js';
 import { clientErrorHandler, errorsPlugin, sendError } from './plugins/errors.js';
 import { jsonBodyPlugin } from './plugins/json-body.js';
 import { metricsPlugin, metricsRoute } from './plugins/metrics.js';
@@ -108,6 +109,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
       await service.register(currencyRoutes, { cursorSecret: config.cursorSecret });
       await service.register(healthRoutes);
       await service.register(openapiRoute);
+      await service.register(docsRoutes, { contextPath: config.contextPath });
       if (config.metricsEnabled) await service.register(metricsRoute);
     },
     { prefix },
