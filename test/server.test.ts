@@ -607,6 +607,25 @@ describe('server process (dist/server.js)', { concurrency: true }, () => {
     }
   });
 
+  it("dist/healthcheck.js (the container's HEALTHCHECK) exits 0 while the server answers /healthz, 1 once it is gone", {
+    timeout: 60_000,
+  }, async () => {
+    const env = { HOST: '127.0.0.1', CONTEXT_PATH: '/svc/' };
+    const server = await startServer(env);
+    const check = () => {
+      const childEnv = { ...process.env, ...env, PORT: String(server.port) };
+      const { status, stderr } = spawnSync(process.execPath, ['dist/healthcheck.js'], { cwd: ROOT, env: childEnv });
+      return { status, stderr: String(stderr) };
+    };
+    try {
+      assert.deepEqual(check(), { status: 0, stderr: '' });
+    } finally {
+      server.kill();
+    }
+    await server.exited;
+    assert.equal(check().status, 1);
+  });
+
   describe('command line: --help and --version print to stdout and exit 0 without starting', {
     concurrency: true,
   }, () => {
