@@ -10,11 +10,11 @@ import { DOCS_CSP } from '../../src/plugins/docs.js';
 import { SECURITY_HEADERS } from '../../src/plugins/security.js';
 import { type Client, testConfig, transports } from '../helpers.js';
 
-for (const [transport, makeClient] of transports) {
+for (const [transport, connect] of transports) {
   describe(`GET /docs (${transport})`, () => {
     let client: Client;
     before(async () => {
-      client = await makeClient();
+      client = await connect();
     });
     after(() => client.close());
 

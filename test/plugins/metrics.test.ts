@@ -16,12 +16,12 @@ function samples(text: string, name: string): Map<string, number> {
 const labels = (method: string, route: string, status: number) =>
   `{method="${method}",route="${route}",status="${status}"}`;
 
-for (const [transport, makeClient] of transports) {
+for (const [transport, connect] of transports) {
   describe(`GET /metrics (${transport})`, () => {
     let client: Client;
     let text: string;
     before(async () => {
-      client = await makeClient();
+      client = await connect();
       for (const name of ['a', 'b', 'a', 'W%C3%B6rld']) await client.send({ path: `/api/hello/${name}` });
       await client.send({ path: '/api/v1/hello/c' });
       await client.send({ path: '/api/search' }); // 400
