@@ -3,8 +3,10 @@ import Fastify, { type FastifyInstance } from 'fastify';
 import type { DestinationStream } from 'pino';
 import type { Config } from './config.js';
 import { apiPathTest } from './lib/api-path.js';
+import { docsRoutes } from './plugins/docs.js';
 import { clientErrorHandler, errorsPlugin, sendError } from './plugins/errors.js';
 import { jsonBodyPlugin } from './plugins/json-body.js';
+import { metricsPlugin, metricsRoute } from './plugins/metrics.js';
 import { openapiPlugin, openapiRoute } from './plugins/openapi.js';
 import { rateLimitPlugin } from './plugins/rate-limit.js';
 import { requestId, requestIdPlugin } from './plugins/request-id.js';
@@ -86,6 +88,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   await app.register(securityPlugin, { corsOrigins: config.corsOrigins });
   await app.register(shutdownPlugin);
   await app.register(openapiPlugin, { isApiPath });
+  if (config.metricsEnabled) await app.register(metricsPlugin);
   const prefix = config.contextPath === '/' ? '' : config.contextPath;
   if (config.rateLimitMax > 0) {
     await app.register(rateLimitPlugin, {
@@ -106,6 +109,8 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
       await service.register(currencyRoutes, { cursorSecret: config.cursorSecret });
       await service.register(healthRoutes);
       await service.register(openapiRoute);
+      await service.register(docsRoutes, { contextPath: config.contextPath });
+      if (config.metricsEnabled) await service.register(metricsRoute);
     },
     { prefix },
   );

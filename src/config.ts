@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { parseArgs } from 'node:util';
+import { type ParseArgsConfig, parseArgs } from 'node:util';
 
 /** Everything the service reads from its environment, parsed and validated once at start-up. */
 export interface Config {
@@ -29,6 +29,8 @@ export interface Config {
   headersTimeoutMs: number;
   /** How long a client may take to send a whole request, headers and body, in milliseconds. */
   requestTimeoutMs: number;
+  /** Whether `GET /metrics` serves Prometheus metrics, and requests are counted for it. */
+  metricsEnabled: boolean;
 }
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
@@ -53,6 +55,7 @@ export const DEFAULT_CONFIG: Readonly<Config> = {
   // body at a mere 35 KB/s.
   headersTimeoutMs: 10_000,
   requestTimeoutMs: 30_000,
+  metricsEnabled: true,
 };
 
 const MIN_SECRET_LENGTH = 32;
@@ -135,45 +138,78 @@ const parsers: { [K in keyof Config]: Parse<Config[K]> } = {
   },
   headersTimeoutMs: integer(1, 2 ** 31 - 1),
   requestTimeoutMs: integer(1, 2 ** 31 - 1),
+  metricsEnabled: boolean,
 };
 
 /**
  * Where each setting comes from: its environment variable, and its command-line flag if it has
- * one. A secret's value is never repeated in an error message.
+ * one, with what `--help` says of it. A secret's value is never repeated in an error message,
+ * and its default is not shown.
  */
-export const SOURCES: { [K in keyof Config]: { env: string; flag?: string; secret?: true } } = {
-  port: { env: 'PORT', flag: 'port' },
-  host: { env: 'HOST', flag: 'host' },
-  contextPath: { env: 'CONTEXT_PATH' },
-  logLevel: { env: 'LOG_LEVEL' },
-  bodyLimit: { env: 'BODY_LIMIT' },
-  shutdownTimeoutMs: { env: 'SHUTDOWN_TIMEOUT_MS' },
-  cursorSecret: { env: 'CURSOR_SECRET', secret: true },
-  rateLimitMax: { env: 'RATE_LIMIT_MAX' },
-  rateLimitWindowMs: { env: 'RATE_LIMIT_WINDOW_MS' },
-  trustProxy: { env: 'TRUST_PROXY' },
-  corsOrigins: { env: 'CORS_ORIGINS' },
-  headersTimeoutMs: { env: 'HEADERS_TIMEOUT_MS' },
-  requestTimeoutMs: { env: 'REQUEST_TIMEOUT_MS' },
+export const SOURCES: { [K in keyof Config]: { env: string; flag?: string; secret?: true; help: string } } = {
+  port: { env: 'PORT', flag: 'port', help: 'TCP port, 0 to 65535 (0 picks a free one)' },
+  host: { env: 'HOST', flag: 'host', help: 'interface to listen on' },
+  contextPath: { env: 'CONTEXT_PATH', help: 'prefix for every route: /svc serves /svc/api/hello, /svc/healthz, ...' },
+  logLevel: { env: 'LOG_LEVEL', help: LOG_LEVELS.join(', ') },
+  bodyLimit: { env: 'BODY_LIMIT', help: 'largest request body, in bytes' },
+  shutdownTimeoutMs: {
+    env: 'SHUTDOWN_TIMEOUT_MS',
+    help: 'how long in-flight requests may take to finish after SIGTERM/SIGINT',
+  },
+  cursorSecret: {
+    env: 'CURSOR_SECRET',
+    secret: true,
+    help: `key that signs pagination cursors, at least ${MIN_SECRET_LENGTH} characters; random per process if unset`,
+  },
+  rateLimitMax: { env: 'RATE_LIMIT_MAX', help: 'requests a client may make to /api per window; 0 turns it off' },
+  rateLimitWindowMs: { env: 'RATE_LIMIT_WINDOW_MS', help: "length of a client's rate-limit window, in milliseconds" },
+  trustProxy: { env: 'TRUST_PROXY', help: 'true/1: the client address is taken from X-Forwarded-For' },
+  corsOrigins: { env: 'CORS_ORIGINS', help: 'origins whose pages may call the API: * or a comma-separated list' },
+  headersTimeoutMs: { env: 'HEADERS_TIMEOUT_MS', help: "time a client has to send a request's headers, in ms" },
+  requestTimeoutMs: { env: 'REQUEST_TIMEOUT_MS', help: 'time a client has to send a whole request, in ms' },
+  metricsEnabled: { env: 'METRICS_ENABLED', help: 'false/0: no GET /metrics, and no request is counted' },
 };
+
+/** What the command line asks for: help, the version, or a start with these flags' values. */
+export interface CommandLine {
+  help: boolean;
+  version: boolean;
+  /** The value of each setting's flag that was given, by flag name. */
+  flags: Record<string, string | undefined>;
+}
+
+/** The flags of the settings, as node:util parseArgs takes them, and --help and --version. */
+const OPTIONS = {
+  help: { type: 'boolean', short: 'h' },
+  version: { type: 'boolean' },
+  ...Object.fromEntries(
+    Object.values(SOURCES).flatMap(({ flag }) => (flag === undefined ? [] : [[flag, { type: 'string' }]])),
+  ),
+} as const satisfies ParseArgsConfig['options'];
+
+/** Reads the command line; an unknown flag, a flag without its value or a stray argument is a ConfigError. */
+export function parseCommandLine(argv: readonly string[]): CommandLine {
+  try {
+    const { help, version, ...flags } = parseArgs({
+      args: [...argv],
+      options: OPTIONS,
+      strict: true,
+      allowPositionals: false,
+    }).values as Record<string, string | boolean | undefined>;
+    return { help: help === true, version: version === true, flags: flags as CommandLine['flags'] };
+  } catch (error) {
+    throw new ConfigError((error as Error).message);
+  }
+}
 
 /**
  * Reads the configuration: a flag wins over its environment variable, which wins over the
  * default. An empty variable counts as unset. Throws ConfigError naming the first bad value, or
- * the headers timeout when it is longer than the request timeout.
+ * the headers timeout when it is longer than the request timeout. `--help` and `--version` are
+ * accepted and left to the caller, which looks at `parseCommandLine` first.
  */
 export function loadConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Config {
-  let flags: Record<string, string | undefined>;
-  try {
-    flags = parseArgs({
-      args: [...argv],
-      options: { port: { type: 'string' }, host: { type: 'string' } },
-      strict: true,
-      allowPositionals: false,
-    }).values;
-  } catch (error) {
-    throw new ConfigError((error as Error).message);
-  }
+  const { flags } = parseCommandLine(argv);
 
   const config: Record<string, unknown> = { ...DEFAULT_CONFIG };
   for (const key of Object.keys(SOURCES) as (keyof Config)[]) {

@@ -48,14 +48,14 @@ function listPattern(pattern: string): string {
   return `^(?:${pattern})(?:,(?:${pattern}))*$`;
 }
 
-function pageSize(description: string, note = '') {
+function pageSize(description: string, note = '', examples: number[] = []) {
   return Type.Optional(
     Type.Integer({
       description: `${description}, 1 to ${MAX_PAGE_SIZE}; default ${DEFAULT_PAGE_SIZE}.${note}`,
       minimum: 1,
       maximum: MAX_PAGE_SIZE,
       errorMessage: `must be an integer from 1 to ${MAX_PAGE_SIZE}`,
-      examples: [10],
+      ...(examples.length > 0 && { examples }),
     }),
   );
 }
@@ -91,8 +91,12 @@ export function collectionQuery<Item extends { readonly [K in keyof Item]: Scala
       }),
     );
   }
-  const search = (description: string) =>
-    Type.Optional(Type.String({ description, errorMessage: 'must be given once', examples: ['dollar'] }));
+  const search = (description: string, examples: string[] = []) =>
+    Type.Optional(
+      Type.String({ description, errorMessage: 'must be given once', ...(examples.length > 0 && { examples }) }),
+    );
+  // The documentation page sends every example: together they make one valid request, so the
+  // cursor-style parameters and the alias of q have none.
   return Type.Object({
     page: Type.Optional(
       Type.Integer({
@@ -100,10 +104,10 @@ export function collectionQuery<Item extends { readonly [K in keyof Item]: Scala
         minimum: 1,
         maximum: MAX_PAGE,
         errorMessage: `must be an integer from 1 to ${MAX_PAGE}`,
-        examples: [2],
+        examples: [1],
       }),
     ),
-    per_page: pageSize('Offset pagination: items per page'),
+    per_page: pageSize('Offset pagination: items per page', '', [10]),
     cursor: Type.Optional(
       Type.String({
         description:
@@ -128,7 +132,7 @@ export function collectionQuery<Item extends { readonly [K in keyof Item]: Scala
       }),
     ),
     fields: fieldSelection(definition),
-    q: search(`Search: only items whose ${searchable.join(' or ')} contains this text, in any case.`),
+    q: search(`Search: only items whose ${searchable.join(' or ')} contains this text, in any case.`, ['dollar']),
     search: search('The same as `q`, under another name; send one of them.'),
     ...filters,
   });

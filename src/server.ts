@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 import type { FastifyInstance } from 'fastify';
-import { type Config, ConfigError, loadConfig } from './config.js';
+import { helpText, versionText } from './cli.js';
+import { type Config, ConfigError, loadConfig, parseCommandLine } from './config.js';
 
 /**
  * Process entry: read the configuration, listen, and shut down gracefully on SIGTERM/SIGINT:
@@ -35,7 +36,13 @@ async function shutdown(signal: NodeJS.Signals): Promise<void> {
 }
 
 try {
-  config = loadConfig(process.argv.slice(2), process.env);
+  const argv = process.argv.slice(2);
+  const { help, version } = parseCommandLine(argv);
+  if (help || version) {
+    process.stdout.write(help ? helpText() : versionText());
+    process.exit(0);
+  }
+  config = loadConfig(argv, process.env);
 } catch (error) {
   if (!(error instanceof ConfigError)) throw error;
   process.stderr.write(`greeting-service: ${error.message}\n`);

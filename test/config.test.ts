@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { describe, it } from 'node:test';
-import { ConfigError, DEFAULT_CONFIG, loadConfig } from '../src/config.js';
+import { ConfigError, DEFAULT_CONFIG, loadConfig, parseCommandLine } from '../src/config.js';
 
 describe('loadConfig', () => {
   it('defaults to port 8080 on all interfaces, context path /, info logs, 1 MiB bodies, 10 s shutdown, 1000 requests a minute, no proxy, any origin, 10 s/30 s timeouts', () => {
@@ -19,6 +19,7 @@ describe('loadConfig', () => {
       corsOrigins: '*',
       headersTimeoutMs: 10000,
       requestTimeoutMs: 30000,
+      metricsEnabled: true,
     });
     assert.deepEqual(loadConfig([], {}), DEFAULT_CONFIG);
   });
@@ -51,6 +52,7 @@ describe('loadConfig', () => {
       CORS_ORIGINS: 'https://a.example,http://localhost:3000',
       HEADERS_TIMEOUT_MS: '5000',
       REQUEST_TIMEOUT_MS: '5000',
+      METRICS_ENABLED: 'false',
     };
     assert.deepEqual(loadConfig([], env), {
       port: 9000,
@@ -66,6 +68,7 @@ describe('loadConfig', () => {
       corsOrigins: ['https://a.example', 'http://localhost:3000'],
       headersTimeoutMs: 5000,
       requestTimeoutMs: 5000,
+      metricsEnabled: false,
     });
   });
 
@@ -148,6 +151,7 @@ describe('loadConfig', () => {
     [[], { RATE_LIMIT_WINDOW_MS: '0' }, 'invalid RATE_LIMIT_WINDOW_MS "0": must be an integer from 1 to 2147483647'],
     [[], { RATE_LIMIT_WINDOW_MS: '1m' }, 'invalid RATE_LIMIT_WINDOW_MS "1m": must be an integer from 1 to 2147483647'],
     [[], { TRUST_PROXY: 'yes' }, 'invalid TRUST_PROXY "yes": must be true, false, 1 or 0'],
+    [[], { METRICS_ENABLED: 'off' }, 'invalid METRICS_ENABLED "off": must be true, false, 1 or 0'],
     // An inherited property of an object is no boolean.
     [[], { TRUST_PROXY: 'constructor' }, 'invalid TRUST_PROXY "constructor": must be true, false, 1 or 0'],
     [[], { HEADERS_TIMEOUT_MS: '0' }, 'invalid HEADERS_TIMEOUT_MS "0": must be an integer from 1 to 2147483647'],
@@ -173,6 +177,13 @@ describe('loadConfig', () => {
       assert.throws(() => loadConfig(argv, env), new ConfigError(message));
     });
   }
+
+  it('reads --help, -h and --version apart from the settings', () => {
+    assert.deepEqual(parseCommandLine(['--help']), { help: true, version: false, flags: {} });
+    assert.deepEqual(parseCommandLine(['-h', '--port', '1']), { help: true, version: false, flags: { port: '1' } });
+    assert.deepEqual(parseCommandLine(['--version']), { help: false, version: true, flags: {} });
+    assert.deepEqual(parseCommandLine(['--host=::1']), { help: false, version: false, flags: { host: '::1' } });
+  });
 
   it('rejects unknown flags and stray arguments', () => {
     assert.throws(() => loadConfig(['--nope'], {}), ConfigError);

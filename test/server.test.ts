@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { connect, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -8,6 +8,8 @@ import { performance } from 'node:perf_hooks';
 import { after, before, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { request } from 'undici';
+import { DEFAULT_CONFIG, SOURCES } from '../src/config.js';
+import { VERSION } from '../src/version.js';
 
 /**
  * The process entry, built to dist/server.js (npm run test:unit builds first), run as a real child process: configuration errors,
@@ -20,7 +22,7 @@ const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const LOCAL_TIMESTAMP = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}$/;
 
 /** Every variable src/config.ts reads: a value inherited from the test's own environment must not leak in. */
-const CONFIG_VARIABLES = ['PORT', 'HOST', 'CONTEXT_PATH', 'LOG_LEVEL', 'BODY_LIMIT', 'SHUTDOWN_TIMEOUT_MS'];
+const CONFIG_VARIABLES = Object.values(SOURCES).map(({ env }) => env);
 
 type LogLine = Record<string, unknown>;
 
@@ -603,5 +605,69 @@ describe('server process (dist/server.js)', { concurrency: true }, () => {
         assert.ok(result.stderr.includes(names), `${JSON.stringify(result.stderr)} names ${names}`);
       });
     }
+  });
+
+  it("dist/healthcheck.js (the container's HEALTHCHECK) exits 0 while the server answers /healthz, 1 once it is gone", {
+    timeout: 60_000,
+  }, async () => {
+    const env = { HOST: '127.0.0.1', CONTEXT_PATH: '/svc/' };
+    const server = await startServer(env);
+    const check = () => {
+      const childEnv = { ...process.env, ...env, PORT: String(server.port) };
+      const { status, stderr } = spawnSync(process.execPath, ['dist/healthcheck.js'], { cwd: ROOT, env: childEnv });
+      return { status, stderr: String(stderr) };
+    };
+    try {
+      assert.deepEqual(check(), { status: 0, stderr: '' });
+    } finally {
+      server.kill();
+    }
+    await server.exited;
+    assert.equal(check().status, 1);
+  });
+
+  describe('command line: --help and --version print to stdout and exit 0 without starting', {
+    concurrency: true,
+  }, () => {
+    async function run(args: string[]): Promise<{ exit: Exit; stdout: string; stderr: string }> {
+      const server = await spawnServer({}, args);
+      try {
+        const exit = await withTimeout(server.exited, 20_000, `${args.join(' ')}: exit`);
+        return { exit, stdout: server.stdout(), stderr: server.stderr() };
+      } finally {
+        server.kill();
+      }
+    }
+
+    for (const flag of ['--help', '-h']) {
+      it(`${flag} lists every variable and flag with its default, a secret's default not shown`, async () => {
+        const { exit, stdout, stderr } = await run([flag, '--port', '1']);
+        assert.deepEqual(exitOf(exit), { code: 0, signal: null }, stderr);
+        assert.equal(stderr, '');
+        assert.match(stdout, /^Usage: greeting-service /m);
+        for (const [key, { env, flag: name, secret }] of Object.entries(SOURCES)) {
+          const line = stdout.split('\n').find((l) => l.startsWith(`  ${env} `) || l.startsWith(`  ${env},`));
+          assert.ok(line, `${env} is listed`);
+          if (name !== undefined) assert.ok(line.includes(`--${name}`), `${env} names --${name}`);
+          const value = DEFAULT_CONFIG[key as keyof typeof DEFAULT_CONFIG];
+          if (secret) assert.doesNotMatch(line, /default:/, `${env}'s default is not shown`);
+          else {
+            assert.ok(line.endsWith(`(default: ${String(value)})`), `${env} shows its default: ${line}`);
+          }
+        }
+      });
+    }
+
+    it('--version prints the package version', async () => {
+      const { exit, stdout } = await run(['--version']);
+      assert.deepEqual(exitOf(exit), { code: 0, signal: null });
+      assert.equal(stdout, `${VERSION}\n`);
+      assert.match(VERSION, /^\d+\.\d+\.\d+/);
+    });
+
+    it('dist/server.js starts with a shebang, so npm can link it as the greeting-service command', async () => {
+      const text = await readFile(join(ROOT, 'dist/server.js'), 'utf8');
+      assert.ok(text.startsWith('#!/usr/bin/env node\n'));
+    });
   });
 });

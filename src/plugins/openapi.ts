@@ -23,6 +23,7 @@ honoured, and an Accept that asks only for other versions is a 406 \`NOT_ACCEPTA
 const VERSION_PARAMETER = {
   type: 'string',
   enum: [API_VERSION, `v${API_VERSION}`],
+  examples: [API_VERSION],
   description: `The API version; only ${API_VERSION} exists. Optional: the path and Accept can name it too.`,
 };
 
@@ -118,7 +119,15 @@ export const openapiPlugin = fp(
     await app.register(swagger, {
       openapi: {
         openapi: '3.1.0',
-        info: { title: 'Greeting and Echo Service', version: VERSION, description: DESCRIPTION },
+        info: {
+          title: 'Greeting and Echo Service',
+          version: VERSION,
+          description: DESCRIPTION,
+          contact: { name: 'Greeting and Echo Service maintainers' },
+        },
+        // Relative: the host that served this document, whatever name it was reached by. The
+        // paths already include the context path.
+        servers: [{ url: '/', description: 'The service that serves this document' }],
         tags: [
           { name: 'greeting', description: 'Greetings' },
           { name: 'search', description: 'Search echo' },
@@ -126,7 +135,7 @@ export const openapiPlugin = fp(
           { name: 'profile', description: 'The profile, with ETags and conditional requests' },
           { name: 'exchange', description: 'Currency conversion' },
           { name: 'currencies', description: 'The currencies of the exchange table' },
-          { name: 'operations', description: 'Health, readiness and this document' },
+          { name: 'operations', description: 'Health, readiness, metrics and this document' },
         ],
       },
       // A route declared without a schema has none, whatever the types say.
@@ -156,7 +165,14 @@ export async function openapiRoute(app: FastifyInstance): Promise<void> {
         summary: 'OpenAPI document',
         description: 'This document: OpenAPI 3.1 of every route.',
         tags: ['operations'],
-        response: { 200: { type: 'object', additionalProperties: true, description: 'OpenAPI 3.1 document.' } },
+        response: {
+          200: {
+            type: 'object',
+            additionalProperties: true,
+            description: 'OpenAPI 3.1 document.',
+            examples: [{ openapi: '3.1.0', info: { title: 'Greeting and Echo Service', version: VERSION }, paths: {} }],
+          },
+        },
       },
     },
     async (_request, reply) => reply.type('application/json; charset=utf-8').send(document),

@@ -15,7 +15,12 @@ export const healthRoutes: FastifyPluginAsyncTypebox = async (app) => {
         summary: 'Liveness',
         description: 'The process is up and answering.',
         tags: ['operations'],
-        response: { 200: Type.Object({ status: Type.Literal('ok') }, { additionalProperties: false }) },
+        response: {
+          200: Type.Object(
+            { status: Type.Literal('ok') },
+            { additionalProperties: false, examples: [{ status: 'ok' }] },
+          ),
+        },
       },
     },
     async () => ({ status: 'ok' as const }),
@@ -30,7 +35,10 @@ export const healthRoutes: FastifyPluginAsyncTypebox = async (app) => {
         description: 'Ready for traffic; 503 while shutting down.',
         tags: ['operations'],
         response: {
-          200: Type.Object({ status: Type.Literal('ready') }, { additionalProperties: false }),
+          200: Type.Object(
+            { status: Type.Literal('ready') },
+            { additionalProperties: false, examples: [{ status: 'ready' }] },
+          ),
           ...errorResponses(503),
         },
       },

@@ -86,7 +86,6 @@ const WriteHeaders = Type.Object({
     Type.String({
       description:
         'ETags, or `*`: the write is made only if one names the current version (strong comparison), else 412.',
-      examples: ['"3"'],
     }),
   ),
   'if-none-match': Type.Optional(

@@ -1,5 +1,12 @@
 import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import type { Config } from '../../src/config.js';
 import { type Client, injectClient } from '../helpers.js';
 
 const OPERATIONS = [
@@ -17,6 +24,7 @@ const OPERATIONS = [
   ['get', '/healthz', 'getHealth', [500]],
   ['get', '/readyz', 'getReadiness', [500, 503]],
   ['get', '/openapi.json', 'getOpenApi', [500]],
+  ['get', '/metrics', 'getMetrics', [500]],
 ] as const;
 
 describe('GET /openapi.json', () => {
@@ -185,7 +193,8 @@ describe('GET /openapi.json', () => {
 
   it('documents every success body', () => {
     for (const [method, path] of OPERATIONS) {
-      assert.ok(doc.paths[path][method].responses['200'].content['application/json'].schema, `${method} ${path}`);
+      const type = path === '/metrics' ? 'text/plain; version=0.0.4; charset=utf-8' : 'application/json';
+      assert.ok(doc.paths[path][method].responses['200'].content[type].schema, `${method} ${path}`);
     }
     for (const [method, path] of OPERATIONS) {
       const { description } = doc.paths[path][method].responses['200'];
@@ -195,5 +204,73 @@ describe('GET /openapi.json', () => {
     assert.equal(doc.paths['/api/hello'].get.responses['200'].description, 'Hello message');
     const hello = doc.paths['/api/hello'].get.responses['200'].content['application/json'].schema;
     assert.deepEqual(hello.required, ['message', 'timestamp']);
+  });
+});
+
+/** Whether a part of the document (a parameter, a body, a response) gives an example anywhere in it. */
+function hasExample(part: unknown): boolean {
+  if (part === null || typeof part !== 'object') return false;
+  if ('example' in part || 'examples' in part) return true;
+  return Object.values(part).some(hasExample);
+}
+
+describe('OpenAPI examples', () => {
+  it('gives an example of every required parameter, every request body and every success answer', async () => {
+    const client = await injectClient();
+    const doc = (await client.send({ path: '/openapi.json' })).json();
+    await client.close();
+    for (const [method, path] of OPERATIONS) {
+      const operation = doc.paths[path][method];
+      for (const parameter of operation.parameters ?? []) {
+        if (parameter.required) assert.ok(hasExample(parameter), `${method} ${path} ${parameter.name}`);
+      }
+      if (operation.requestBody !== undefined) assert.ok(hasExample(operation.requestBody), `${method} ${path} body`);
+      assert.ok(hasExample(operation.responses['200']), `${method} ${path} 200`);
+    }
+  });
+});
+
+const ROOT = fileURLToPath(new URL('../../', import.meta.url));
+const SPECTRAL = join(ROOT, 'node_modules/@stoplight/spectral-cli/dist/index.js');
+
+describe('Spectral', () => {
+  it('finds no error, warning, info or hint with its OpenAPI ruleset, whatever the configuration', {
+    timeout: 60_000,
+  }, async () => {
+    const variants: Partial<Config>[] = [{}, { contextPath: '/svc', rateLimitMax: 0, metricsEnabled: false }];
+    const dir = await mkdtemp(join(tmpdir(), 'greeting-service-spectral-'));
+    try {
+      const files = await Promise.all(
+        variants.map(async (overrides, i) => {
+          const client = await injectClient(overrides);
+          const file = join(dir, `openapi-${i}.json`);
+          const res = await client.send({ path: `${overrides.contextPath ?? ''}/openapi.json` });
+          assert.equal(res.status, 200);
+          await writeFile(file, res.text);
+          await client.close();
+          return file;
+        }),
+      );
+      // One run for every document: starting Spectral is most of its cost.
+      const output = join(dir, 'results.json');
+      const args = [
+        SPECTRAL,
+        'lint',
+        '--ruleset',
+        join(ROOT, '.spectral.yaml'),
+        '--format',
+        'json',
+        '--output',
+        output,
+      ];
+      await promisify(execFile)(process.execPath, [...args, ...files], { cwd: ROOT });
+      const results = JSON.parse(await readFile(output, 'utf8')) as Record<'code' | 'message' | 'source', string>[];
+      assert.deepEqual(
+        results.map(({ code, message, source }) => `${source}: ${code}: ${message}`),
+        [],
+      );
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
   });
 });

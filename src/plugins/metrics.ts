@@ -1,0 +1,118 @@
+import type { FastifyInstance } from 'fastify';
+import fp from 'fastify-plugin';
+import { Counter, collectDefaultMetrics, Histogram, Registry } from 'prom-client';
+
+/** The route label of a request no route matched (a 404 or 405): never its raw URL, which has no bound. */
+export const UNMATCHED_ROUTE = 'unmatched';
+
+const LABELS = ['method', 'route', 'status'] as const;
+
+/** Seconds. The service answers most requests well within a millisecond, so the buckets start below one. */
+const DURATION_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
+
+let processRegistry: Registry | undefined;
+
+/**
+ * The process's own metrics (CPU, memory, event loop, GC, handles), collected once per process
+ * however many apps it builds: prom-client starts an event-loop monitor and a GC observer for each
+ * collection and never stops them, and tests build hundreds of apps.
+ */
+function processMetrics(): Registry {
+  if (processRegistry === undefined) {
+    processRegistry = new Registry();
+    collectDefaultMetrics({ register: processRegistry });
+  }
+  return processRegistry;
+}
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    /** This app's metrics and the process's, for `GET /metrics`. */
+    readonly metricsRegistry: Registry;
+  }
+}
+
+/**
+ * Counts every request that gets a response, by method, route template and status, and measures
+ * its duration, in a registry of this app's own (an app per test, many in a process). The route is
+ * the template (`/api/hello/:name`), so the number of series is bounded by the routes, not by the
+ * URLs clients send. Requests answered before routing (a badly encoded path, a request that is not
+ * HTTP) run no hooks and are not counted.
+ */
+export const metricsPlugin = fp(
+  async (app: FastifyInstance) => {
+    const registry = new Registry();
+    const duration = new Histogram({
+      name: 'http_request_duration_seconds',
+      help: 'Time from the start of a request to the end of its response, in seconds.',
+      labelNames: LABELS,
+      buckets: DURATION_BUCKETS,
+      registers: [registry],
+    });
+    // The count of each series is the histogram's: made from it at each scrape, so that a request
+    // costs one observation, not two, and the two metrics never disagree.
+    new Counter({
+      name: 'http_requests_total',
+      help: 'Requests answered, by method, route template and status.',
+      labelNames: LABELS,
+      registers: [registry],
+      async collect() {
+        const { values } = await duration.get();
+        this.reset();
+        for (const { metricName, labels, value } of values) {
+          if (metricName === 'http_request_duration_seconds_count') this.inc(labels, value);
+        }
+      },
+    });
+    app.decorate('metricsRegistry', Registry.merge([processMetrics(), registry]));
+
+    app.addHook('onResponse', (request, reply, done) => {
+      duration.observe(
+        {
+          method: request.method,
+          route: request.is404 ? UNMATCHED_ROUTE : (request.routeOptions.url ?? UNMATCHED_ROUTE),
+          status: reply.statusCode,
+        },
+        reply.elapsedTime / 1000,
+      );
+      done();
+    });
+  },
+  { name: 'metrics' },
+);
+
+/** `GET /metrics`: Prometheus's text format. */
+export async function metricsRoute(app: FastifyInstance): Promise<void> {
+  const registry = app.metricsRegistry;
+  app.get(
+    '/metrics',
+    {
+      schema: {
+        operationId: 'getMetrics',
+        summary: 'Prometheus metrics',
+        description:
+          'Requests by method, route template and status (`http_requests_total`), their durations ' +
+          '(`http_request_duration_seconds`), and the process metrics, in the Prometheus text format 0.0.4.',
+        tags: ['operations'],
+        response: {
+          200: {
+            description: 'Prometheus metrics.',
+            content: {
+              [registry.contentType]: {
+                schema: {
+                  type: 'string',
+                  examples: [
+                    '# HELP http_requests_total Requests answered, by method, route template and status.\n' +
+                      '# TYPE http_requests_total counter\n' +
+                      'http_requests_total{method="GET",route="/api/hello/:name",status="200"} 2\n',
+                  ],
+                },
+              },
+            },
+          },
+        },
+      },
+    },
+    async (_request, reply) => reply.type(registry.contentType).send(await registry.metrics()),
+  );
+}

@@ -1,0 +1,215 @@
+import assert from 'node:assert/strict';
+import { existsSync } from 'node:fs';
+import { mkdir } from 'node:fs/promises';
+import { after, before, describe, it } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import type { FastifyInstance } from 'fastify';
+import { type Browser, chromium, type Page } from 'playwright-core';
+import { buildApp } from '../../src/app.js';
+import { DOCS_CSP } from '../../src/plugins/docs.js';
+import { SECURITY_HEADERS } from '../../src/plugins/security.js';
+import { type Client, testConfig, transports } from '../helpers.js';
+
+for (const [transport, connect] of transports) {
+  describe(`GET /docs (${transport})`, () => {
+    let client: Client;
+    before(async () => {
+      client = await connect();
+    });
+    after(() => client.close());
+
+    it('serves the Swagger UI page with its own Content-Security-Policy', async () => {
+      const res = await client.send({ path: '/docs' });
+      assert.equal(res.status, 200);
+      assert.equal(res.headers['content-type'], 'text/html; charset=utf-8');
+      assert.equal(res.headers['content-security-policy'], DOCS_CSP);
+      assert.equal(typeof res.headers['x-request-id'], 'string');
+      assert.equal(res.headers['x-content-type-options'], 'nosniff');
+      assert.match(res.text, /<script src="\/docs\/static\/swagger-ui-bundle\.js"/);
+      assert.doesNotMatch(res.text, /https?:\/\//, 'nothing is loaded from another host');
+    });
+
+    it('serves the page’s assets from the installed package, with the same policy', async () => {
+      const res = await client.send({ path: '/docs/static/swagger-ui-bundle.js' });
+      assert.equal(res.status, 200);
+      assert.match(String(res.headers['content-type']), /^application\/javascript/);
+      assert.equal(res.headers['content-security-policy'], DOCS_CSP);
+      assert.ok(res.text.length > 100_000);
+    });
+
+    it('reads the same document as GET /openapi.json', async () => {
+      const page = await client.send({ path: '/docs/json' });
+      const document = await client.send({ path: '/openapi.json' });
+      assert.equal(page.status, 200);
+      assert.deepEqual(page.json(), document.json());
+    });
+
+    it('leaves the API’s own policy on every other response', async () => {
+      const res = await client.send({ path: '/api/hello' });
+      assert.equal(res.headers['content-security-policy'], SECURITY_HEADERS['content-security-policy']);
+    });
+  });
+}
+
+describe('GET /docs under a context path', () => {
+  it('links its assets under the context path, with or without a trailing slash', async () => {
+    const app = await buildApp(testConfig({ contextPath: '/svc' }));
+    try {
+      const bare = await app.inject('/svc/docs');
+      assert.equal(bare.statusCode, 200);
+      assert.match(bare.body, /href="\/svc\/docs\/static\/swagger-ui\.css"/);
+      const slash = await app.inject('/svc/docs/');
+      assert.match(slash.body, /href="\.\/static\/swagger-ui\.css"/);
+      assert.equal((await app.inject('/svc/docs/static/swagger-ui.css')).statusCode, 200);
+      assert.equal((await app.inject('/docs')).statusCode, 404);
+    } finally {
+      await app.close();
+    }
+  });
+});
+
+// -----------------------------------------------------------------------------------------------
+// The page in a real browser: Debian's Chromium, driven by playwright-core.
+
+const CHROMIUM = '/usr/bin/chromium';
+const SCREENSHOT = fileURLToPath(new URL('../artifacts/docs.png', import.meta.url));
+
+/** Headless, and nothing that would reach out to the internet on its own. */
+const CHROMIUM_ARGS = [
+  '--headless',
+  '--no-sandbox',
+  '--disable-gpu',
+  '--disable-background-networking',
+  '--disable-quic',
+  '--no-first-run',
+  '--disable-component-update',
+  '--disable-sync',
+];
+
+/**
+ * Executes an expanded operation from the page and returns the status and the body the page shows,
+ * parsed as JSON unless told otherwise.
+ */
+async function execute(
+  page: Page,
+  operation: string,
+  { json = true } = {},
+): Promise<{ status: string; body: unknown }> {
+  const block = page.locator(`#${operation}`);
+  await block.locator('.btn.execute').click();
+  const answer = block.locator('.live-responses-table .response');
+  await answer.waitFor();
+  const status = (await answer.locator('.response-col_status').innerText()).trim();
+  if (!json) return { status, body: undefined };
+  const body = await answer.locator('.response-col_description pre').first().innerText();
+  return { status, body: JSON.parse(body) };
+}
+
+describe('GET /docs in Chromium', {
+  skip: existsSync(CHROMIUM) ? false : `SKIPPED: browser tests need ${CHROMIUM} (.ci/run installs chromium)`,
+  timeout: 120_000,
+}, () => {
+  let app: FastifyInstance;
+  let origin: string;
+  let browser: Browser;
+  let page: Page;
+  const requests: string[] = [];
+  const consoleErrors: string[] = [];
+
+  before(async () => {
+    app = await buildApp(testConfig());
+    origin = await app.listen({ host: '127.0.0.1', port: 0 });
+    browser = await chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS });
+    page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+    page.on('request', (request) => requests.push(request.url()));
+    page.on('console', (message) => {
+      if (message.type() === 'error') consoleErrors.push(message.text());
+    });
+    page.on('pageerror', (error) => consoleErrors.push(error.message));
+    // A blocked resource is also a console error; the event names the directive, for the message.
+    await page.addInitScript({
+      content: `document.addEventListener('securitypolicyviolation', (event) => {
+        console.error('CSP violation: ' + event.effectiveDirective + ' blocked ' + event.blockedURI);
+      });`,
+    });
+    await page.goto(`${origin}/docs`);
+  });
+
+  after(async () => {
+    await browser?.close();
+    await app?.close();
+  });
+
+  it('lists every operation of /openapi.json', async () => {
+    const document = (await app.inject('/openapi.json')).json();
+    const documented = Object.entries<object>(document.paths).flatMap(([path, item]) =>
+      Object.keys(item).map((method) => `${method.toUpperCase()} ${path}`),
+    );
+    const blocks = page.locator('.opblock');
+    await blocks.nth(documented.length - 1).waitFor();
+    const listed = await blocks.evaluateAll((elements) =>
+      elements.map(
+        (element) =>
+          `${element.querySelector('.opblock-summary-method')?.textContent} ` +
+          `${element.querySelector('.opblock-summary-path')?.getAttribute('data-path')}`,
+      ),
+    );
+    assert.deepEqual(listed.sort(), documented.sort());
+  });
+
+  it('sends GET /api/hello/{name} and shows the answer', async () => {
+    await page.locator('#operations-greeting-getGreeting .opblock-summary-control').click();
+    await page.locator('#operations-greeting-getGreeting tr[data-param-name="name"] input').fill('Grace Hopper');
+    const { status, body } = await execute(page, 'operations-greeting-getGreeting');
+    assert.equal(status, '200');
+    assert.deepEqual(body, { greeting: 'Hello, Grace Hopper!' });
+  });
+
+  it('sends POST /api/echo with a body typed into the page and shows the answer', async () => {
+    await page.locator('#operations-echo-echo .opblock-summary-control').click();
+    const sent = { name: 'Ada', languages: ['Analytical Engine'], year: 1843 };
+    await page.locator('#operations-echo-echo textarea.body-param__text').fill(JSON.stringify(sent));
+    const { status, body } = await execute(page, 'operations-echo-echo');
+    assert.equal(status, '200');
+    const { received, echo } = body as { received: unknown; echo: boolean };
+    assert.deepEqual({ received, echo }, { received: sent, echo: true });
+  });
+
+  it('sends every other operation with the examples the page fills in, each answered 2xx', async () => {
+    const done = new Set(['operations-greeting-getGreeting', 'operations-echo-echo']);
+    const operations = (await page.locator('.opblock').evaluateAll((elements) => elements.map((e) => e.id))).filter(
+      (id) => !done.has(id),
+    );
+    const answers: string[] = [];
+    for (const operation of operations) {
+      await page.locator(`#${operation} .opblock-summary-control`).click();
+      const { status } = await execute(page, operation, { json: false });
+      answers.push(`${operation} ${status}`);
+      await page.locator(`#${operation} .opblock-summary-control`).click(); // closed again, to keep the page short
+    }
+    assert.deepEqual(
+      answers.filter((answer) => !/ 2\d\d$/.test(answer)),
+      [],
+    );
+  });
+
+  it('saves a screenshot of the page with the echo request and its answer', async () => {
+    await mkdir(new URL('../artifacts/', import.meta.url), { recursive: true });
+    // The request's URL and curl line above, the answer's status and body below.
+    await page
+      .locator('#operations-echo-echo .responses-inner > div > div')
+      .first()
+      .evaluate((element) => {
+        element.scrollIntoView({ block: 'center' });
+      });
+    await page.screenshot({ path: SCREENSHOT });
+    assert.ok(existsSync(SCREENSHOT));
+  });
+
+  it('loaded everything from this service, with no console error and no CSP violation', () => {
+    const elsewhere = requests.filter((url) => !url.startsWith(`${origin}/`) && !url.startsWith('data:'));
+    assert.deepEqual(elsewhere, []);
+    assert.ok(requests.includes(`${origin}/docs/json`), 'the page read the document');
+    assert.deepEqual(consoleErrors, []);
+  });
+});
