@@ -29,6 +29,13 @@ export interface Config {
   headersTimeoutMs: number;
   /** How long a client may take to send a whole request, headers and body, in milliseconds. */
   requestTimeoutMs: number;
+  /**
+   * `redis://` or `rediss://` URL of the Redis that holds the profile and the rate-limit counters,
+   * shared by every instance; null keeps both in this process's memory.
+   */
+  redisUrl: string | null;
+  /** How long any one Redis command, or connecting to Redis, may take before it fails, in milliseconds. */
+  redisTimeoutMs: number;
 }
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
@@ -53,6 +60,9 @@ export const DEFAULT_CONFIG: Readonly<Config> = {
   // body at a mere 35 KB/s.
   headersTimeoutMs: 10_000,
   requestTimeoutMs: 30_000,
+  redisUrl: null,
+  // A Redis on the same network answers in about a millisecond; half a second is a Redis in trouble.
+  redisTimeoutMs: 500,
 };
 
 const MIN_SECRET_LENGTH = 32;
@@ -135,6 +145,14 @@ const parsers: { [K in keyof Config]: Parse<Config[K]> } = {
   },
   headersTimeoutMs: integer(1, 2 ** 31 - 1),
   requestTimeoutMs: integer(1, 2 ** 31 - 1),
+  redisUrl: (raw) => {
+    const url = URL.canParse(raw) ? new URL(raw) : null;
+    if (url === null || !['redis:', 'rediss:'].includes(url.protocol) || url.hostname === '') {
+      throw new Error('must be a URL such as redis://host:6379 or rediss://user:password@host:6380/0');
+    }
+    return raw;
+  },
+  redisTimeoutMs: integer(1, 60_000),
 };
 
 /**
@@ -155,6 +173,9 @@ export const SOURCES: { [K in keyof Config]: { env: string; flag?: string; secre
   corsOrigins: { env: 'CORS_ORIGINS' },
   headersTimeoutMs: { env: 'HEADERS_TIMEOUT_MS' },
   requestTimeoutMs: { env: 'REQUEST_TIMEOUT_MS' },
+  // A secret: the URL may carry a password.
+  redisUrl: { env: 'REDIS_URL', secret: true },
+  redisTimeoutMs: { env: 'REDIS_TIMEOUT_MS' },
 };
 
 /**
