@@ -72,14 +72,6 @@ function assertNotReady(res: TestResponse, reason: RegExp): void {
   assert.match(error.message, reason);
 }
 
-/** The messages of the warnings logged from line `from` on. */
-function warnings(logs: LogCapture, from = 0): unknown[] {
-  return logs.lines
-    .slice(from)
-    .filter((line) => line.level === 40)
-    .map((line) => line.msg);
-}
-
 describe('several instances sharing one Redis', { skip: REDIS_SERVER_MISSING && REDIS_SKIP_REASON }, () => {
   let server: RedisServer;
   let admin: Redis;
@@ -203,7 +195,7 @@ describe('several instances sharing one Redis', { skip: REDIS_SERVER_MISSING && 
     );
     assert.equal((await a.client.send({ path: '/healthz' })).status, 200);
     // One warning per instance for the whole outage, whatever the number of requests.
-    for (const [i, { logs }] of [a, b].entries()) assert.deepEqual(warnings(logs, logged[i]), [OUTAGE_WARNING]);
+    for (const [i, { logs }] of [a, b].entries()) assert.deepEqual(logs.warnings(logged[i]), [OUTAGE_WARNING]);
 
     await server.restart();
     const recoveredIn = await untilReady(a.client);
@@ -218,7 +210,7 @@ describe('several instances sharing one Redis', { skip: REDIS_SERVER_MISSING && 
     const counted = await a.client.send({ path: '/api/hello' });
     assert.equal(counted.headers['ratelimit-remaining'], '998');
     for (const [i, { logs }] of [a, b].entries()) {
-      assert.deepEqual(warnings(logs, logged[i]), [OUTAGE_WARNING]);
+      assert.deepEqual(logs.warnings(logged[i]), [OUTAGE_WARNING]);
       const recovered = logs.lines.slice(logged[i]).filter((line) => line.msg === 'Redis is available again');
       assert.equal(recovered.length, 1);
     }
@@ -255,7 +247,7 @@ describe('several instances sharing one Redis', { skip: REDIS_SERVER_MISSING && 
     assertNotReady(res, reason);
     assertStoreUnavailable(await sendQuickly(late.client, { path: '/api/profile' }));
     assert.equal((await sendQuickly(late.client, { path: '/api/hello' })).status, 200);
-    assert.deepEqual(warnings(late.logs), [OUTAGE_WARNING]);
+    assert.deepEqual(late.logs.warnings(), [OUTAGE_WARNING]);
     await server.restart();
     await untilReady(late.client);
     assert.equal((await late.client.send({ path: '/api/profile' })).status, 200);

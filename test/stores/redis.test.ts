@@ -41,9 +41,7 @@ async function assertFailsFast(call: () => Promise<unknown>): Promise<string> {
   return error.message;
 }
 
-function warnings(logs: LogCapture): Record<string, unknown>[] {
-  return logs.lines.filter((line) => line.level === 40);
-}
+const OUTAGE_WARNING = 'Redis is unavailable: rate limiting is off and profile requests answer 503 until it is back';
 
 describe('Redis stores', { skip: REDIS_SERVER_MISSING && REDIS_SKIP_REASON }, () => {
   let server: RedisServer;
@@ -57,6 +55,20 @@ describe('Redis stores', { skip: REDIS_SERVER_MISSING && REDIS_SKIP_REASON }, ()
     await connection?.close();
     await server?.kill();
   });
+  /** Runs `test` with a connection of its own, as another instance would hold, closed afterwards. */
+  async function withOwnConnection(
+    test: (own: RedisConnection, logs: LogCapture) => Promise<void>,
+    url = server.url,
+  ): Promise<void> {
+    const logs = new LogCapture();
+    const own = connect(url, logs);
+    try {
+      await test(own, logs);
+    } finally {
+      await own.close();
+    }
+  }
+
   beforeEach(async () => {
     // A test that stopped Redis and failed is not to fail the next ones too.
     if (!server.running) await server.restart();
@@ -84,8 +96,7 @@ describe('Redis stores', { skip: REDIS_SERVER_MISSING && REDIS_SKIP_REASON }, ()
     });
 
     it('is one profile for every connection: what one writes, another reads with the same version', async () => {
-      const other = connect(server.url);
-      try {
+      await withOwnConnection(async (other) => {
         await untilAvailable(other);
         const [mine, theirs] = [new RedisProfileStore(connection), new RedisProfileStore(other)];
         // Both created it at once, and agree on its first version.
@@ -101,9 +112,7 @@ describe('Redis stores', { skip: REDIS_SERVER_MISSING && REDIS_SKIP_REASON }, ()
           ),
         );
         assert.equal(results.filter((result) => result !== null).length, 1);
-      } finally {
-        await other.close();
-      }
+      });
     });
   });
 
@@ -130,17 +139,14 @@ describe('Redis stores', { skip: REDIS_SERVER_MISSING && REDIS_SKIP_REASON }, ()
     });
 
     it('counts each key on its own, and one key once across connections', async () => {
-      const other = connect(server.url);
-      try {
+      await withOwnConnection(async (other) => {
         await untilAvailable(other);
         const [mine, theirs] = [new RedisRateLimitStore(connection), new RedisRateLimitStore(other)];
         await mine.incr('a', 10_000);
         assert.equal((await theirs.incr('b', 10_000)).current, 1);
         assert.equal((await theirs.incr('a', 10_000)).current, 2);
         assert.equal((await mine.incr('a', 10_000)).current, 3);
-      } finally {
-        await other.close();
-      }
+      });
     });
 
     it('keeps its keys under the service prefix, each expiring with its window', async () => {
@@ -154,9 +160,7 @@ describe('Redis stores', { skip: REDIS_SERVER_MISSING && REDIS_SKIP_REASON }, ()
 
   describe('RedisConnection', () => {
     it('fails every call fast while Redis is down, warns once, and recovers when it is back', async () => {
-      const logs = new LogCapture();
-      const own = connect(server.url, logs);
-      try {
+      await withOwnConnection(async (own, logs) => {
         await untilAvailable(own);
         const profile = new RedisProfileStore(own);
         const counts = new RedisRateLimitStore(own);
@@ -171,27 +175,19 @@ describe('Redis stores', { skip: REDIS_SERVER_MISSING && REDIS_SKIP_REASON }, ()
           await own.unavailableReason(),
           `Redis is unreachable: connect ECONNREFUSED 127.0.0.1:${server.port}`,
         );
-        assert.equal(warnings(logs).length, 1);
-        assert.equal(
-          warnings(logs)[0]?.msg,
-          'Redis is unavailable: rate limiting is off and profile requests answer 503 until it is back',
-        );
+        assert.deepEqual(logs.warnings(), [OUTAGE_WARNING]);
         await server.restart();
         await untilAvailable(own);
         assert.deepEqual((await profile.get()).profile, EMPTY_PROFILE);
-        assert.equal(warnings(logs).length, 1);
+        assert.deepEqual(logs.warnings(), [OUTAGE_WARNING]);
         assert.equal(logs.lines.at(-1)?.msg, 'Redis is available again');
-      } finally {
-        await own.close();
-      }
+      });
       // The other connection reconnected too.
       await untilAvailable(connection);
     });
 
     it('fails a call after the timeout when Redis stops answering, and recovers when it answers again', async () => {
-      const logs = new LogCapture();
-      const own = connect(server.url, logs);
-      try {
+      await withOwnConnection(async (own, logs) => {
         await untilAvailable(own);
         const profile = new RedisProfileStore(own);
         server.pause();
@@ -199,50 +195,41 @@ describe('Redis stores', { skip: REDIS_SERVER_MISSING && REDIS_SKIP_REASON }, ()
           assert.equal(await assertFailsFast(() => profile.get()), `Redis did not answer within ${TIMEOUT_MS} ms.`);
           assert.equal(await own.unavailableReason(), `Redis did not answer within ${TIMEOUT_MS} ms.`);
           await assertFailsFast(() => new RedisRateLimitStore(own).incr('a', 1000));
-          assert.equal(warnings(logs).length, 1);
+          assert.deepEqual(logs.warnings(), [OUTAGE_WARNING]);
         } finally {
           server.resume();
         }
         await untilAvailable(own);
         assert.deepEqual((await profile.get()).profile, EMPTY_PROFILE);
         assert.equal(logs.lines.at(-1)?.msg, 'Redis is available again');
-      } finally {
-        await own.close();
-      }
+      });
     });
 
     it('starts without Redis, says why it is unavailable, and connects once Redis is there', async () => {
-      const logs = new LogCapture();
       await server.kill();
-      const own = connect(server.url, logs);
-      try {
+      await withOwnConnection(async (own, logs) => {
         await sleep(50);
         assert.equal(
           await own.unavailableReason(),
           `Redis is unreachable: connect ECONNREFUSED 127.0.0.1:${server.port}`,
         );
         await assertFailsFast(() => new RedisProfileStore(own).get());
-        assert.equal(warnings(logs).length, 1);
+        assert.deepEqual(logs.warnings(), [OUTAGE_WARNING]);
         await server.restart();
         await untilAvailable(own);
-      } finally {
-        await own.close();
-      }
+      });
       await untilAvailable(connection);
     });
 
     it('never repeats the password of the URL in a reason', async () => {
-      const own = connect('redis://:s3cret-pass@s3cret-pass.invalid:6379');
-      try {
+      await withOwnConnection(async (own) => {
         let reason: string | null = null;
         for (let i = 0; i < 100 && !String(reason).includes('ENOTFOUND'); i++) {
           await sleep(20);
           reason = await own.unavailableReason();
         }
         assert.equal(reason, 'Redis is unreachable: getaddrinfo ENOTFOUND ***.invalid');
-      } finally {
-        await own.close();
-      }
+      }, 'redis://:s3cret-pass@s3cret-pass.invalid:6379');
     });
 
     it('closes at once while Redis is down, and stops reconnecting', async () => {
