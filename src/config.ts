@@ -146,8 +146,9 @@ const parsers: { [K in keyof Config]: Parse<Config[K]> } = {
   headersTimeoutMs: integer(1, 2 ** 31 - 1),
   requestTimeoutMs: integer(1, 2 ** 31 - 1),
   redisUrl: (raw) => {
-    const url = URL.canParse(raw) ? new URL(raw) : null;
-    if (url === null || !['redis:', 'rediss:'].includes(url.protocol) || url.hostname === '') {
+    // The scheme in lower case: ioredis turns TLS on for `rediss://` only as written so.
+    const url = /^rediss?:\/\//.test(raw) && URL.canParse(raw) ? new URL(raw) : null;
+    if (url === null || url.hostname === '') {
       throw new Error('must be a URL such as redis://host:6379 or rediss://user:password@host:6380/0');
     }
     return raw;

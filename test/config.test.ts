@@ -170,13 +170,17 @@ describe('loadConfig', () => {
     [[], { REQUEST_TIMEOUT_MS: '1s' }, 'invalid REQUEST_TIMEOUT_MS "1s": must be an integer from 1 to 2147483647'],
     // A secret is not repeated in the message, not even a bad one.
     [[], { CURSOR_SECRET: 'too short, 31 characters long..' }, 'invalid CURSOR_SECRET: must be at least 32 characters'],
-    ...['http://redis.example', 'redis.example:6379', 'redis://:secret@', 'redis://:secret@ bad'].map(
-      (value): [string[], Record<string, string>, string] => [
-        [],
-        { REDIS_URL: value },
-        'invalid REDIS_URL: must be a URL such as redis://host:6379 or rediss://user:password@host:6380/0',
-      ],
-    ),
+    ...[
+      'http://redis.example',
+      'redis.example:6379',
+      'REDISS://redis.example',
+      'redis://:secret@',
+      'redis://:secret@ bad',
+    ].map((value): [string[], Record<string, string>, string] => [
+      [],
+      { REDIS_URL: value },
+      'invalid REDIS_URL: must be a URL such as redis://host:6379 or rediss://user:password@host:6380/0',
+    ]),
     [[], { REDIS_TIMEOUT_MS: '0' }, 'invalid REDIS_TIMEOUT_MS "0": must be an integer from 1 to 60000'],
     [['--port', 'abc'], {}, 'invalid --port "abc": must be an integer from 0 to 65535'],
     ...[
