@@ -52,7 +52,6 @@ export class RedisConnection implements StoreHealth {
     this.#password = decodeURIComponent(new URL(url).password);
     this.client = new Redis(url, {
       keyPrefix: KEY_PREFIX,
-      lazyConnect: true,
       connectTimeout: Math.max(timeoutMs, MIN_CONNECT_TIMEOUT_MS),
       commandTimeout: timeoutMs,
       // No queueing while disconnected and no retrying of a command: a request fails at once.
@@ -61,12 +60,11 @@ export class RedisConnection implements StoreHealth {
       autoResendUnfulfilledCommands: false,
       retryStrategy: (attempt) => Math.min(attempt * 100, MAX_RECONNECT_DELAY_MS),
     });
+    // ioredis connects in the background from here on, and reconnects per the retry strategy.
     this.client.on('ready', () => this.#available());
     this.client.on('error', (error: Error) => this.#lost(`Redis is unreachable: ${error.message}`));
     // After an error, the close that follows adds nothing to the error's reason.
     this.client.on('close', () => this.#unavailable === null && this.#lost(CONNECTION_CLOSED));
-    // Failures arrive as events too, and the retry strategy reconnects: nothing to do here.
-    this.client.connect().catch(() => {});
   }
 
   /**
@@ -111,6 +109,7 @@ export class RedisConnection implements StoreHealth {
   }
 
   #describe(error: Error): string {
+    // ioredis gives its timeout no class of its own, only this message.
     if (error.message === 'Command timed out') return `Redis did not answer within ${this.#timeoutMs} ms.`;
     if (error instanceof ReplyError) return `Redis failed: ${error.message}`;
     // Anything else means no connection, possibly before its close event has been emitted.
