@@ -22,17 +22,16 @@ import { healthRoutes } from './routes/health.js';
 import { helloRoutes } from './routes/hello.js';
 import { profileRoutes } from './routes/profile.js';
 import { searchRoutes } from './routes/search.js';
-import { MemoryProfileStore } from './stores/memory.js';
-import { MemoryRateLimitStore } from './stores/memory-rate-limit.js';
 import type { ProfileStore } from './stores/profile.js';
 import type { RateLimitStore } from './stores/rate-limit.js';
+import { createStores } from './stores/stores.js';
 
 export interface AppOptions {
   /** Where log lines go; standard output by default. */
   logStream?: DestinationStream;
-  /** Where the profile lives; a new, empty in-memory profile by default. */
+  /** Where the profile lives; by default per `redisUrl`, in Redis or a new, empty in-memory profile. */
   profileStore?: ProfileStore;
-  /** Where the rate limiter counts requests; a new in-memory store by default. */
+  /** Where the rate limiter counts requests; by default per `redisUrl`, in Redis or a new in-memory store. */
   rateLimitStore?: RateLimitStore;
 }
 
@@ -79,6 +78,10 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
     keepAliveTimeout: 72_000,
   }).withTypeProvider<TypeBoxTypeProvider>();
 
+  const stores = createStores(config, app.log);
+  // Registered before listening, so it runs after Fastify's own close hook has drained the requests.
+  app.addHook('onClose', () => stores.close());
+
   await app.register(errorsPlugin);
   await app.register(validationPlugin);
   await app.register(jsonBodyPlugin);
@@ -94,7 +97,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
     await app.register(rateLimitPlugin, {
       max: config.rateLimitMax,
       windowMs: config.rateLimitWindowMs,
-      store: options.rateLimitStore ?? new MemoryRateLimitStore(),
+      store: options.rateLimitStore ?? stores.rateLimit,
       isApiPath,
     });
   }
@@ -104,10 +107,10 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
       await service.register(helloRoutes);
       await service.register(searchRoutes);
       await service.register(echoRoutes);
-      await service.register(profileRoutes, { store: options.profileStore ?? new MemoryProfileStore() });
+      await service.register(profileRoutes, { store: options.profileStore ?? stores.profile });
       await service.register(exchangeRoutes);
       await service.register(currencyRoutes, { cursorSecret: config.cursorSecret });
-      await service.register(healthRoutes);
+      await service.register(healthRoutes, { stores: stores.health });
       await service.register(openapiRoute);
       await service.register(docsRoutes, { contextPath: config.contextPath });
       if (config.metricsEnabled) await service.register(metricsRoute);

@@ -31,6 +31,13 @@ export interface Config {
   requestTimeoutMs: number;
   /** Whether `GET /metrics` serves Prometheus metrics, and requests are counted for it. */
   metricsEnabled: boolean;
+  /**
+   * `redis://` or `rediss://` URL of the Redis that holds the profile and the rate-limit counters,
+   * shared by every instance; null keeps both in this process's memory.
+   */
+  redisUrl: string | null;
+  /** How long any one Redis command, or connecting to Redis, may take before it fails, in milliseconds. */
+  redisTimeoutMs: number;
 }
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
@@ -56,6 +63,9 @@ export const DEFAULT_CONFIG: Readonly<Config> = {
   headersTimeoutMs: 10_000,
   requestTimeoutMs: 30_000,
   metricsEnabled: true,
+  redisUrl: null,
+  // A Redis on the same network answers in about a millisecond; half a second is a Redis in trouble.
+  redisTimeoutMs: 500,
 };
 
 const MIN_SECRET_LENGTH = 32;
@@ -139,6 +149,15 @@ const parsers: { [K in keyof Config]: Parse<Config[K]> } = {
   headersTimeoutMs: integer(1, 2 ** 31 - 1),
   requestTimeoutMs: integer(1, 2 ** 31 - 1),
   metricsEnabled: boolean,
+  redisUrl: (raw) => {
+    // The scheme in lower case: ioredis turns TLS on for `rediss://` only as written so.
+    const url = /^rediss?:\/\//.test(raw) && URL.canParse(raw) ? new URL(raw) : null;
+    if (url === null || url.hostname === '') {
+      throw new Error('must be a URL such as redis://host:6379 or rediss://user:password@host:6380/0');
+    }
+    return raw;
+  },
+  redisTimeoutMs: integer(1, 60_000),
 };
 
 /**
@@ -168,6 +187,13 @@ export const SOURCES: { [K in keyof Config]: { env: string; flag?: string; secre
   headersTimeoutMs: { env: 'HEADERS_TIMEOUT_MS', help: "time a client has to send a request's headers, in ms" },
   requestTimeoutMs: { env: 'REQUEST_TIMEOUT_MS', help: 'time a client has to send a whole request, in ms' },
   metricsEnabled: { env: 'METRICS_ENABLED', help: 'false/0: no GET /metrics, and no request is counted' },
+  // A secret: the URL may carry a password.
+  redisUrl: {
+    env: 'REDIS_URL',
+    secret: true,
+    help: 'redis:// or rediss:// URL: the profile and rate-limit counters live there, shared by every instance; unset: in memory',
+  },
+  redisTimeoutMs: { env: 'REDIS_TIMEOUT_MS', help: 'how long one Redis command may take before it fails, in ms' },
 };
 
 /** What the command line asks for: help, the version, or a start with these flags' values. */

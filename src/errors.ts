@@ -124,6 +124,11 @@ export function methodNotAllowed(method: string, allow: readonly string[]): ApiE
   return apiError(405, `${method} is not allowed here; allowed: ${list}.`, [], { allow: list });
 }
 
+/** A 503 for a request the shared store (Redis) could not serve: unreachable or too slow. */
+export function storeUnavailable(): ApiError {
+  return apiError(503, 'The shared store is unavailable; try again shortly.', [], { 'retry-after': '1' });
+}
+
 /** The generic error a client gets for any failure of ours: nothing internal in it. */
 export function internalError(): ApiError {
   return apiError(500);

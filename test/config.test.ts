@@ -4,7 +4,7 @@ import { describe, it } from 'node:test';
 import { ConfigError, DEFAULT_CONFIG, loadConfig, parseCommandLine } from '../src/config.js';
 
 describe('loadConfig', () => {
-  it('defaults to port 8080 on all interfaces, context path /, info logs, 1 MiB bodies, 10 s shutdown, 1000 requests a minute, no proxy, any origin, 10 s/30 s timeouts', () => {
+  it('defaults to port 8080 on all interfaces, context path /, info logs, 1 MiB bodies, 10 s shutdown, 1000 requests a minute, no proxy, any origin, 10 s/30 s timeouts, no Redis', () => {
     assert.deepEqual(loadConfig([], {}), {
       port: 8080,
       host: '0.0.0.0',
@@ -20,6 +20,8 @@ describe('loadConfig', () => {
       headersTimeoutMs: 10000,
       requestTimeoutMs: 30000,
       metricsEnabled: true,
+      redisUrl: null,
+      redisTimeoutMs: 500,
     });
     assert.deepEqual(loadConfig([], {}), DEFAULT_CONFIG);
   });
@@ -53,6 +55,8 @@ describe('loadConfig', () => {
       HEADERS_TIMEOUT_MS: '5000',
       REQUEST_TIMEOUT_MS: '5000',
       METRICS_ENABLED: 'false',
+      REDIS_URL: 'redis://redis.internal:6379/2',
+      REDIS_TIMEOUT_MS: '1000',
     };
     assert.deepEqual(loadConfig([], env), {
       port: 9000,
@@ -69,6 +73,8 @@ describe('loadConfig', () => {
       headersTimeoutMs: 5000,
       requestTimeoutMs: 5000,
       metricsEnabled: false,
+      redisUrl: 'redis://redis.internal:6379/2',
+      redisTimeoutMs: 1000,
     });
   });
 
@@ -93,6 +99,16 @@ describe('loadConfig', () => {
 
   it('accepts a cursor secret of 32 characters or more', () => {
     assert.equal(loadConfig([], { CURSOR_SECRET: 'x'.repeat(32) }).cursorSecret, 'x'.repeat(32));
+  });
+
+  it('reads REDIS_URL as a redis:// or rediss:// URL, user and password included', () => {
+    for (const url of [
+      'redis://localhost',
+      'rediss://user:p%40ss@redis.example:6380/1',
+      'redis://:secret@10.0.0.5:6379',
+    ]) {
+      assert.equal(loadConfig([], { REDIS_URL: url }).redisUrl, url);
+    }
   });
 
   it('reads an empty variable as unset', () => {
@@ -158,6 +174,18 @@ describe('loadConfig', () => {
     [[], { REQUEST_TIMEOUT_MS: '1s' }, 'invalid REQUEST_TIMEOUT_MS "1s": must be an integer from 1 to 2147483647'],
     // A secret is not repeated in the message, not even a bad one.
     [[], { CURSOR_SECRET: 'too short, 31 characters long..' }, 'invalid CURSOR_SECRET: must be at least 32 characters'],
+    ...[
+      'http://redis.example',
+      'redis.example:6379',
+      'REDISS://redis.example',
+      'redis://:secret@',
+      'redis://:secret@ bad',
+    ].map((value): [string[], Record<string, string>, string] => [
+      [],
+      { REDIS_URL: value },
+      'invalid REDIS_URL: must be a URL such as redis://host:6379 or rediss://user:password@host:6380/0',
+    ]),
+    [[], { REDIS_TIMEOUT_MS: '0' }, 'invalid REDIS_TIMEOUT_MS "0": must be an integer from 1 to 60000'],
     [['--port', 'abc'], {}, 'invalid --port "abc": must be an integer from 0 to 65535'],
     ...[
       'a.example',

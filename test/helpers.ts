@@ -17,6 +17,14 @@ export class LogCapture extends Writable {
     for (const line of chunk.toString('utf8').split('\n')) if (line !== '') this.lines.push(JSON.parse(line));
     callback();
   }
+
+  /** The messages of the warnings logged, from line `from` on. */
+  warnings(from = 0): unknown[] {
+    return this.lines
+      .slice(from)
+      .filter((line) => line.level === 40)
+      .map((line) => line.msg);
+  }
 }
 
 export interface TestResponse {

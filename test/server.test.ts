@@ -471,6 +471,32 @@ describe('server process (dist/server.js)', { concurrency: true }, () => {
     }
   });
 
+  it('REDIS_URL with no Redis there: starts, /readyz 503 saying why, SIGTERM exits 0 at once', {
+    timeout: 60_000,
+  }, async () => {
+    // Nothing listens on port 1: every attempt to connect is refused.
+    const server = await startServer({ REDIS_URL: 'redis://:hunter2@127.0.0.1:1', SHUTDOWN_TIMEOUT_MS: '5000' });
+    try {
+      const warning = await server.waitForLog((line) => line.level === 40);
+      assert.equal(
+        warning.msg,
+        'Redis is unavailable: rate limiting is off and profile requests answer 503 until it is back',
+      );
+      const ready = await get(server.port, '/readyz');
+      assert.equal(ready.status, 503);
+      assert.equal(ready.body.error.message, 'Not ready: Redis is unreachable: connect ECONNREFUSED 127.0.0.1:1');
+      assert.equal((await get(server.port, '/healthz')).status, 200);
+      const signalledAt = performance.now();
+      server.child.kill('SIGTERM');
+      const exit = await withTimeout(server.exited, 10_000, 'exit after SIGTERM');
+      assert.deepEqual(exitOf(exit), { code: 0, signal: null }, server.stdout());
+      assert.ok(exit.at - signalledAt < 2_000, server.stdout());
+      assert.ok(!server.stdout().includes('hunter2'), 'the password is never logged');
+    } finally {
+      server.kill();
+    }
+  });
+
   it('--port and --host win over PORT and HOST', { timeout: 60_000 }, async () => {
     // Were PORT or HOST used, it would listen on port 1, or fail on an address this host lacks.
     const server = await startServer({ PORT: '1', HOST: '192.0.2.1' }, ['--port', '0', '--host', '127.0.0.1']);
@@ -576,6 +602,8 @@ describe('server process (dist/server.js)', { concurrency: true }, () => {
       { name: 'BODY_LIMIT=0', env: { BODY_LIMIT: '0' }, names: 'BODY_LIMIT "0"' },
       { name: 'CONTEXT_PATH=no-slash', env: { CONTEXT_PATH: 'no-slash' }, names: 'CONTEXT_PATH "no-slash"' },
       { name: 'SHUTDOWN_TIMEOUT_MS=-1', env: { SHUTDOWN_TIMEOUT_MS: '-1' }, names: 'SHUTDOWN_TIMEOUT_MS "-1"' },
+      // The URL is a secret: named, never repeated.
+      { name: 'REDIS_URL=http://…', env: { REDIS_URL: 'http://:hunter2@host' }, names: 'invalid REDIS_URL: ' },
       { name: '--port abc', args: ['--port', 'abc'], names: '--port "abc"' },
       { name: 'unknown flag --nope', args: ['--nope'], names: '--nope' },
     ];

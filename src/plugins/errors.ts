@@ -12,9 +12,11 @@ import {
   INTERNAL_ERROR,
   internalError,
   methodNotAllowed,
+  storeUnavailable,
   validationError,
 } from '../errors.js';
 import { utcDateTime } from '../lib/local-time.js';
+import { StoreUnavailableError } from '../stores/health.js';
 import { SECURITY_HEADERS } from './security.js';
 import { validationDetails } from './validation.js';
 
@@ -59,6 +61,7 @@ const FRAMEWORK_ERRORS: Record<string, (error: FastifyError, request: FastifyReq
 
 function toApiError(error: FastifyError | ApiError, request: FastifyRequest): ApiError {
   if (error instanceof ApiError) return error;
+  if (error instanceof StoreUnavailableError) return storeUnavailable();
   if (error.validation !== undefined && error.validationContext !== undefined) {
     return validationError(validationDetails(error.validation, error.validationContext, request));
   }

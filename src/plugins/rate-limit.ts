@@ -74,6 +74,8 @@ export const rateLimitPlugin = fp<RateLimitOptions>(
       timeWindow: windowMs,
       store: pluginStore(store),
       enableDraftSpec: true,
+      // A store that fails (Redis unreachable) lets the request through: better unlimited than down.
+      skipOnError: true,
       errorResponseBuilder: (_request, context) => rateLimitExceeded(context.max, Math.ceil(context.ttl / 1000)),
     });
     const limit = app.rateLimit();

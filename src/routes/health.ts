@@ -1,12 +1,19 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
 import { apiError, errorResponses } from '../errors.js';
+import type { StoreHealth } from '../stores/health.js';
+
+export interface HealthRoutesOptions {
+  stores: StoreHealth;
+}
 
 /**
  * Liveness and readiness, for load balancers and orchestrators. Readiness turns 503 as soon
- * as shutdown begins, so traffic drains away while in-flight requests finish.
+ * as shutdown begins, so traffic drains away while in-flight requests finish, and while the
+ * stores cannot serve (Redis unreachable), saying why; liveness stays 200 then, since a restart
+ * would not bring Redis back.
  */
-export const healthRoutes: FastifyPluginAsyncTypebox = async (app) => {
+export const healthRoutes: FastifyPluginAsyncTypebox<HealthRoutesOptions> = async (app, { stores }) => {
   app.get(
     '/healthz',
     {
@@ -32,7 +39,7 @@ export const healthRoutes: FastifyPluginAsyncTypebox = async (app) => {
       schema: {
         operationId: 'getReadiness',
         summary: 'Readiness',
-        description: 'Ready for traffic; 503 while shutting down.',
+        description: 'Ready for traffic; 503 while shutting down or while Redis is unavailable, saying why.',
         tags: ['operations'],
         response: {
           200: Type.Object(
@@ -45,6 +52,8 @@ export const healthRoutes: FastifyPluginAsyncTypebox = async (app) => {
     },
     async () => {
       if (app.draining) throw apiError(503, 'The service is shutting down.');
+      const reason = await stores.unavailableReason();
+      if (reason !== null) throw apiError(503, `Not ready: ${reason}`);
       return { status: 'ready' as const };
     },
   );

@@ -184,7 +184,7 @@ export const profileRoutes: FastifyPluginAsyncTypebox<ProfileRoutesOptions> = as
           'The profile with all three fields, and its `ETag`. With If-None-Match naming that tag: 304, no body.',
         tags: ['profile'],
         headers: ReadHeaders,
-        response: { 200: ProfileBody, 304: NOT_MODIFIED, ...errorResponses(412) },
+        response: { 200: ProfileBody, 304: NOT_MODIFIED, ...errorResponses(412, 503) },
       },
     },
     async (request, reply) => {

@@ -1,11 +1,5 @@
 import { EMPTY_PROFILE, type Profile } from '../domain/profile.js';
-import type { ProfileSnapshot, ProfileStore } from './profile.js';
-
-function snapshot(profile: Profile, version: number): ProfileSnapshot {
-  // A copy, frozen: what a caller holds cannot change, nor change what is stored.
-  const { name, email, bio } = profile;
-  return Object.freeze({ profile: Object.freeze({ name, email, bio }), version });
-}
+import { type ProfileSnapshot, type ProfileStore, snapshot } from './profile.js';
 
 /**
  * The profile in this process's memory, gone when it stops. The whole snapshot is replaced

@@ -24,3 +24,9 @@ export interface ProfileStore {
    */
   compareAndSet(expectedVersion: number, next: Profile): Promise<ProfileSnapshot | null>;
 }
+
+/** A snapshot of a copy of `profile`'s three fields, frozen: what a caller holds cannot change, nor change what is stored. */
+export function snapshot(profile: Profile, version: number): ProfileSnapshot {
+  const { name, email, bio } = profile;
+  return Object.freeze({ profile: Object.freeze({ name, email, bio }), version });
+}

@@ -3,6 +3,7 @@ import { after, before, describe, it } from 'node:test';
 import type { FastifyInstance } from 'fastify';
 import { buildApp } from '../../src/app.js';
 import { ApiError } from '../../src/errors.js';
+import { StoreUnavailableError } from '../../src/stores/health.js';
 import {
   assertEnvelope,
   type Client,
@@ -13,7 +14,44 @@ import {
   transports,
 } from '../helpers.js';
 
+/** Stores whose every call fails as an unreachable Redis makes them fail. */
+const unavailable = () => Promise.reject(new StoreUnavailableError('Redis is unreachable: connect ECONNREFUSED'));
+const FAILING_STORES = {
+  profileStore: { get: unavailable, compareAndSet: unavailable },
+  rateLimitStore: { incr: unavailable },
+};
+
 for (const [transport, connectClient] of transports) {
+  describe(`a store that is unavailable (${transport})`, () => {
+    let client: Client;
+    let logs: LogCapture;
+    before(async () => {
+      logs = new LogCapture();
+      client = await connectClient({ logLevel: 'info' }, { ...FAILING_STORES, logStream: logs });
+    });
+    after(() => client.close());
+
+    it('answers 503 SERVICE_UNAVAILABLE with Retry-After, and logs the failure with its cause', async () => {
+      for (const request of [
+        { path: '/api/profile' },
+        { method: 'PATCH', path: '/api/profile', headers: { 'content-type': 'application/json' }, body: '{}' },
+      ]) {
+        const res = await client.send(request);
+        const error = assertEnvelope(res, 503, 'SERVICE_UNAVAILABLE');
+        assert.equal(error.message, 'The shared store is unavailable; try again shortly.');
+        assert.equal(res.headers['retry-after'], '1');
+        const line = logs.lines.find((l) => l.request_id === error.request_id && l.msg === 'request failed');
+        assert.equal((line?.err as { type?: string } | undefined)?.type, 'StoreUnavailableError');
+      }
+    });
+
+    it('lets requests through unlimited when the rate-limit store fails', async () => {
+      const res = await client.send({ path: '/api/hello' });
+      assert.equal(res.status, 200, res.text);
+      assert.equal(res.headers['ratelimit-remaining'], '1000');
+    });
+  });
+
   describe(`not found and method not allowed (${transport})`, () => {
     let client: Client;
     before(async () => {

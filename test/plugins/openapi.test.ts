@@ -14,7 +14,7 @@ const OPERATIONS = [
   ['get', '/api/hello/{name}', 'getGreeting', [400, 406, 429, 500]],
   ['get', '/api/search', 'search', [400, 406, 429, 500]],
   ['post', '/api/echo', 'echo', [400, 406, 413, 415, 429, 500]],
-  ['get', '/api/profile', 'getProfile', [400, 406, 412, 429, 500]],
+  ['get', '/api/profile', 'getProfile', [400, 406, 412, 429, 500, 503]],
   ['post', '/api/profile', 'updateProfile', [400, 406, 412, 413, 415, 429, 500, 503]],
   ['patch', '/api/profile', 'patchProfile', [400, 406, 412, 413, 415, 429, 500, 503]],
   ['put', '/api/profile', 'replaceProfile', [400, 406, 412, 413, 415, 429, 500, 503]],
@@ -169,7 +169,7 @@ describe('GET /openapi.json', () => {
 
   it('documents the profile: ETag, 304 without a body, conditional headers, merge patch on PATCH', () => {
     const item = doc.paths['/api/profile'];
-    assert.deepEqual(Object.keys(item.get.responses), ['200', '304', '400', '406', '412', '429', '500']);
+    assert.deepEqual(Object.keys(item.get.responses), ['200', '304', '400', '406', '412', '429', '500', '503']);
     assert.equal(item.get.responses['304'].content, undefined);
     assert.equal(item.get.responses['304'].headers.etag.schema.type, 'string');
     const headers = (operation: { parameters: { name: string; in: string }[] }) =>

@@ -1,0 +1,38 @@
+import type { FastifyBaseLogger } from 'fastify';
+import type { Config } from '../config.js';
+import { ALWAYS_AVAILABLE, type StoreHealth } from './health.js';
+import { MemoryProfileStore } from './memory.js';
+import { MemoryRateLimitStore } from './memory-rate-limit.js';
+import type { ProfileStore } from './profile.js';
+import type { RateLimitStore } from './rate-limit.js';
+import { RedisConnection } from './redis-connection.js';
+import { RedisProfileStore } from './redis-profile.js';
+import { RedisRateLimitStore } from './redis-rate-limit.js';
+
+/** Where the service keeps its state, and whether it can reach it. */
+export interface Stores {
+  profile: ProfileStore;
+  rateLimit: RateLimitStore;
+  health: StoreHealth;
+  /** Lets go of what the stores hold open; called once, after the last request. */
+  close(): Promise<void>;
+}
+
+/** The one place that chooses: Redis when `REDIS_URL` is set, this process's memory otherwise. */
+export function createStores(config: Config, log: FastifyBaseLogger): Stores {
+  if (config.redisUrl === null) {
+    return {
+      profile: new MemoryProfileStore(),
+      rateLimit: new MemoryRateLimitStore(),
+      health: ALWAYS_AVAILABLE,
+      close: async () => {},
+    };
+  }
+  const connection = new RedisConnection({ url: config.redisUrl, timeoutMs: config.redisTimeoutMs, log });
+  return {
+    profile: new RedisProfileStore(connection),
+    rateLimit: new RedisRateLimitStore(connection),
+    health: connection,
+    close: () => connection.close(),
+  };
+}

@@ -1,0 +1,80 @@
+import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
+import { once } from 'node:events';
+import { createServer } from 'node:net';
+
+/** Whether `redis-server` is on PATH; without it the Redis suites skip, saying so once. */
+export const REDIS_SERVER_MISSING = spawnSync('redis-server', ['--version']).error !== undefined;
+export const REDIS_SKIP_REASON = 'Redis tests need redis-server';
+if (REDIS_SERVER_MISSING) process.stdout.write(`SKIPPED: ${REDIS_SKIP_REASON}\n`);
+
+async function freePort(): Promise<number> {
+  const server = createServer().listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  const { port } = server.address() as { port: number };
+  server.close();
+  await once(server, 'close');
+  return port;
+}
+
+/**
+ * A throw-away redis-server on a free loopback port, with nothing saved to disk, that a test
+ * can kill, pause and start again on the same port.
+ */
+export class RedisServer {
+  #process: ChildProcess | null = null;
+
+  private constructor(readonly port: number) {}
+
+  static async start(): Promise<RedisServer> {
+    const server = new RedisServer(await freePort());
+    await server.restart();
+    return server;
+  }
+
+  /** Whether it has been started and not killed since. */
+  get running(): boolean {
+    return this.#process !== null;
+  }
+
+  get url(): string {
+    return `redis://127.0.0.1:${this.port}`;
+  }
+
+  /** Starts it (again) and resolves once it accepts connections. */
+  async restart(): Promise<void> {
+    const child = spawn(
+      'redis-server',
+      ['--port', String(this.port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'],
+      { stdio: ['ignore', 'pipe', 'inherit'] },
+    );
+    this.#process = child;
+    let output = '';
+    await new Promise<void>((resolve, reject) => {
+      child.stdout?.on('data', (chunk: Buffer) => {
+        output += chunk.toString('utf8');
+        if (output.includes('Ready to accept connections')) resolve();
+      });
+      child.once('exit', (code) => reject(new Error(`redis-server exited with ${code}: ${output}`)));
+    });
+    child.stdout?.resume();
+  }
+
+  /** Kills it at once, as a crash would: connections drop, nothing is saved. */
+  async kill(): Promise<void> {
+    const child = this.#process;
+    this.#process = null;
+    if (child === null || child.exitCode !== null || child.signalCode !== null) return;
+    const exited = once(child, 'exit');
+    child.kill('SIGKILL');
+    await exited;
+  }
+
+  /** Stops it answering while its connections stay open, as a hung server would. */
+  pause(): void {
+    this.#process?.kill('SIGSTOP');
+  }
+
+  resume(): void {
+    this.#process?.kill('SIGCONT');
+  }
+}

@@ -1,0 +1,267 @@
+import assert from 'node:assert/strict';
+import { once } from 'node:events';
+import { after, before, beforeEach, describe, it } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { pino } from 'pino';
+import { EMPTY_PROFILE } from '../../src/domain/profile.js';
+import { StoreUnavailableError } from '../../src/stores/health.js';
+import { RedisConnection } from '../../src/stores/redis-connection.js';
+import { RedisProfileStore } from '../../src/stores/redis-profile.js';
+import { RedisRateLimitStore } from '../../src/stores/redis-rate-limit.js';
+import { LogCapture } from '../helpers.js';
+import { REDIS_SERVER_MISSING, REDIS_SKIP_REASON, RedisServer } from '../redis-server.js';
+import { ADA, profileStoreContract } from './profile-store-contract.js';
+
+const TIMEOUT_MS = 200;
+
+/** A connection as an instance of the service holds one, logging into `logs`. */
+function connect(url: string, logs = new LogCapture()): RedisConnection {
+  return new RedisConnection({ url, timeoutMs: TIMEOUT_MS, log: pino({ level: 'info' }, logs) });
+}
+
+/** Resolves once `connection` can serve, or fails after `ms`. */
+async function untilAvailable(connection: RedisConnection, ms = 5000): Promise<void> {
+  const deadline = Date.now() + ms;
+  while ((await connection.unavailableReason()) !== null) {
+    assert.ok(Date.now() < deadline, 'Redis did not become available');
+    await sleep(20);
+  }
+}
+
+/** Asserts that `call` fails with StoreUnavailableError within the timeout (plus a margin); returns the reason. */
+async function assertFailsFast(call: () => Promise<unknown>): Promise<string> {
+  const started = performance.now();
+  const error = await call().then(
+    () => assert.fail('expected the call to fail'),
+    (error: unknown) => error,
+  );
+  assert.ok(error instanceof StoreUnavailableError, String(error));
+  const elapsed = performance.now() - started;
+  assert.ok(elapsed < TIMEOUT_MS + 150, `took ${elapsed} ms`);
+  return error.message;
+}
+
+const OUTAGE_WARNING = 'Redis is unavailable: rate limiting is off and profile requests answer 503 until it is back';
+
+describe('Redis stores', { skip: REDIS_SERVER_MISSING && REDIS_SKIP_REASON }, () => {
+  let server: RedisServer;
+  let connection: RedisConnection;
+  before(async () => {
+    server = await RedisServer.start();
+    connection = connect(server.url);
+    await untilAvailable(connection);
+  });
+  after(async () => {
+    await connection?.close();
+    await server?.kill();
+  });
+  /** Runs `test` with a connection of its own, as another instance would hold, closed afterwards. */
+  async function withOwnConnection(
+    test: (own: RedisConnection, logs: LogCapture) => Promise<void>,
+    url = server.url,
+  ): Promise<void> {
+    const logs = new LogCapture();
+    const own = connect(url, logs);
+    try {
+      await test(own, logs);
+    } finally {
+      await own.close();
+    }
+  }
+
+  beforeEach(async () => {
+    // A test that stopped Redis and failed is not to fail the next ones too.
+    if (!server.running) await server.restart();
+    server.resume();
+    await untilAvailable(connection);
+    await connection.client.flushall();
+  });
+
+  describe('RedisProfileStore', () => {
+    profileStoreContract(async () => new RedisProfileStore(connection));
+
+    it("starts from Redis's clock in microseconds, and again after a flush, never repeating a version", async () => {
+      const store = new RedisProfileStore(connection);
+      const before = Date.now() * 1000;
+      await connection.client.flushall();
+      const { version } = await store.get();
+      assert.ok(version >= before - 1000 && version <= Date.now() * 1000 + 1000, String(version));
+      await store.compareAndSet(version, ADA);
+      await connection.client.flushall();
+      const again = await store.get();
+      assert.deepEqual(again.profile, EMPTY_PROFILE);
+      assert.ok(again.version > version + 1, `${again.version} after ${version + 1}`);
+      // A write based on the version from before the flush changes nothing.
+      assert.equal(await store.compareAndSet(version + 1, ADA), null);
+    });
+
+    it('is one profile for every connection: what one writes, another reads with the same version', async () => {
+      await withOwnConnection(async (other) => {
+        await untilAvailable(other);
+        const [mine, theirs] = [new RedisProfileStore(connection), new RedisProfileStore(other)];
+        // Both created it at once, and agree on its first version.
+        const [a, b] = await Promise.all([mine.get(), theirs.get()]);
+        assert.deepEqual(a, b);
+        const written = await mine.compareAndSet(a.version, ADA);
+        assert.deepEqual(await theirs.get(), written);
+        assert.equal(await theirs.compareAndSet(a.version, EMPTY_PROFILE), null);
+        // Of many writers on two connections holding one version, exactly one wins.
+        const results = await Promise.all(
+          Array.from({ length: 20 }, (_, i) =>
+            (i % 2 === 0 ? mine : theirs).compareAndSet(a.version + 1, { ...ADA, bio: String(i) }),
+          ),
+        );
+        assert.equal(results.filter((result) => result !== null).length, 1);
+      });
+    });
+  });
+
+  describe('RedisRateLimitStore', () => {
+    it('counts a key from 1 in a window that starts with its first request', async () => {
+      const store = new RedisRateLimitStore(connection);
+      const first = await store.incr('a', 10_000);
+      assert.equal(first.current, 1);
+      assert.ok(first.ttl > 9_900 && first.ttl <= 10_000, String(first.ttl));
+      await sleep(30);
+      const second = await store.incr('a', 10_000);
+      assert.equal(second.current, 2);
+      assert.ok(second.ttl < first.ttl && second.ttl > 9_800, String(second.ttl));
+    });
+
+    it('starts a new window from 1 once the window has ended', async () => {
+      const store = new RedisRateLimitStore(connection);
+      await store.incr('a', 50);
+      assert.equal((await store.incr('a', 50)).current, 2);
+      await sleep(60);
+      const next = await store.incr('a', 50);
+      assert.equal(next.current, 1);
+      assert.ok(next.ttl > 0 && next.ttl <= 50, String(next.ttl));
+    });
+
+    it('counts each key on its own, and one key once across connections', async () => {
+      await withOwnConnection(async (other) => {
+        await untilAvailable(other);
+        const [mine, theirs] = [new RedisRateLimitStore(connection), new RedisRateLimitStore(other)];
+        await mine.incr('a', 10_000);
+        assert.equal((await theirs.incr('b', 10_000)).current, 1);
+        assert.equal((await theirs.incr('a', 10_000)).current, 2);
+        assert.equal((await mine.incr('a', 10_000)).current, 3);
+      });
+    });
+
+    it('keeps its keys under the service prefix, each expiring with its window', async () => {
+      await new RedisRateLimitStore(connection).incr('10.0.0.1', 10_000);
+      // keyPrefix is not applied to KEYS patterns: this is the raw key space.
+      assert.deepEqual(await connection.client.keys('*'), ['greeting-service:rate-limit:10.0.0.1']);
+      const ttl = await connection.client.pttl('rate-limit:10.0.0.1');
+      assert.ok(ttl > 9_900 && ttl <= 10_000, String(ttl));
+    });
+  });
+
+  describe('RedisConnection', () => {
+    it('fails every call fast while Redis is down, warns once, and recovers when it is back', async () => {
+      await withOwnConnection(async (own, logs) => {
+        await untilAvailable(own);
+        const profile = new RedisProfileStore(own);
+        const counts = new RedisRateLimitStore(own);
+        await server.kill();
+        for (let i = 0; i < 5; i++) {
+          assert.match(await assertFailsFast(() => profile.get()), /^Redis is unreachable: /);
+          await assertFailsFast(() => counts.incr('a', 1000));
+        }
+        // Once an attempt to reconnect has failed, the reason is that attempt's error.
+        await sleep(150);
+        assert.equal(
+          await own.unavailableReason(),
+          `Redis is unreachable: connect ECONNREFUSED 127.0.0.1:${server.port}`,
+        );
+        assert.deepEqual(logs.warnings(), [OUTAGE_WARNING]);
+        await server.restart();
+        await untilAvailable(own);
+        assert.deepEqual((await profile.get()).profile, EMPTY_PROFILE);
+        assert.deepEqual(logs.warnings(), [OUTAGE_WARNING]);
+        assert.equal(logs.lines.at(-1)?.msg, 'Redis is available again');
+      });
+      // The other connection reconnected too.
+      await untilAvailable(connection);
+    });
+
+    it('fails a call after the timeout when Redis stops answering, and recovers when it answers again', async () => {
+      await withOwnConnection(async (own, logs) => {
+        await untilAvailable(own);
+        const profile = new RedisProfileStore(own);
+        server.pause();
+        try {
+          assert.equal(await assertFailsFast(() => profile.get()), `Redis did not answer within ${TIMEOUT_MS} ms.`);
+          assert.equal(await own.unavailableReason(), `Redis did not answer within ${TIMEOUT_MS} ms.`);
+          await assertFailsFast(() => new RedisRateLimitStore(own).incr('a', 1000));
+          assert.deepEqual(logs.warnings(), [OUTAGE_WARNING]);
+        } finally {
+          server.resume();
+        }
+        await untilAvailable(own);
+        assert.deepEqual((await profile.get()).profile, EMPTY_PROFILE);
+        assert.equal(logs.lines.at(-1)?.msg, 'Redis is available again');
+      });
+    });
+
+    it('starts without Redis, says why it is unavailable, and connects once Redis is there', async () => {
+      await server.kill();
+      await withOwnConnection(async (own, logs) => {
+        await sleep(50);
+        assert.equal(
+          await own.unavailableReason(),
+          `Redis is unreachable: connect ECONNREFUSED 127.0.0.1:${server.port}`,
+        );
+        await assertFailsFast(() => new RedisProfileStore(own).get());
+        assert.deepEqual(logs.warnings(), [OUTAGE_WARNING]);
+        await server.restart();
+        await untilAvailable(own);
+      });
+      await untilAvailable(connection);
+    });
+
+    it('never repeats the password of the URL in a reason', async () => {
+      await withOwnConnection(async (own) => {
+        let reason: string | null = null;
+        for (let i = 0; i < 100 && !String(reason).includes('ENOTFOUND'); i++) {
+          await sleep(20);
+          reason = await own.unavailableReason();
+        }
+        assert.equal(reason, 'Redis is unreachable: getaddrinfo ENOTFOUND ***.invalid');
+      }, 'redis://:s3cret-pass@s3cret-pass.invalid:6379');
+    });
+
+    it('closes at once while Redis is down, and stops reconnecting', async () => {
+      const own = connect(server.url);
+      await untilAvailable(own);
+      await server.kill();
+      await sleep(150); // between two attempts to reconnect
+      const started = performance.now();
+      await own.close();
+      assert.ok(performance.now() - started < 50);
+      let reconnected = false;
+      own.client.on('connect', () => {
+        reconnected = true;
+      });
+      await server.restart();
+      await sleep(300); // longer than the pending attempt's delay
+      assert.equal(reconnected, false);
+    });
+
+    it('closes without waiting when Redis does not answer', async () => {
+      const own = connect(server.url);
+      await untilAvailable(own);
+      const ended = once(own.client, 'end');
+      server.pause();
+      try {
+        const started = performance.now();
+        await own.close();
+        assert.ok(performance.now() - started < TIMEOUT_MS + 150);
+      } finally {
+        server.resume();
+      }
+      await ended;
+    });
+  });
+});
