@@ -1,8 +1,10 @@
+import { SerializerSelector } from '@fastify/fast-json-stringify-compiler';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import Fastify, { type FastifyInstance } from 'fastify';
 import type { DestinationStream } from 'pino';
 import type { Config } from './config.js';
 import { apiPathTest } from './lib/api-path.js';
+import { compileOnFirstUse } from './lib/compile-on-first-use.js';
 import { docsRoutes } from './plugins/docs.js';
 import { clientErrorHandler, errorsPlugin, sendError } from './plugins/errors.js';
 import { jsonBodyPlugin } from './plugins/json-body.js';
@@ -35,6 +37,14 @@ export interface AppOptions {
   rateLimitStore?: RateLimitStore;
 }
 
+const buildSerializer = SerializerSelector();
+
+/** Fastify's own response serializers (fast-json-stringify), each compiled when first used. */
+function lazySerializers(...args: Parameters<typeof buildSerializer>): ReturnType<typeof buildSerializer> {
+  const compile = buildSerializer(...args);
+  return (route) => compileOnFirstUse(() => compile(route));
+}
+
 /** The whole service as a Fastify instance, not yet listening: what the server and every test build. */
 export async function buildApp(config: Config, options: AppOptions = {}): Promise<FastifyInstance> {
   const requestLog = new RequestLog();
@@ -42,6 +52,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   const app = Fastify({
     logger: { level: config.logLevel, ...(options.logStream && { stream: options.logStream }) },
     logController: requestLog,
+    schemaController: { compilersFactory: { buildSerializer: lazySerializers } },
     requestIdHeader: false, // ids are vetted by requestId, not taken as they come
     genReqId: requestId,
     rewriteUrl: versionedUrlRewriter(config.contextPath),
