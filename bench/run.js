@@ -3,7 +3,7 @@
  * on the same endpoints, with the same load, in alternating rounds so that machine noise hits
  * all three alike. Then the service's memory over 1,000,000 requests, and its start-up time.
  *
- *   npm run bench                       # 5 rounds of 10 s per endpoint and server
+ *   npm run bench                       # 3 rounds of 5 s per endpoint and server
  *   npm run bench -- --rounds 2 --duration 3 --total 200000   # a quick look
  *
  * Prints a Markdown report (the one BENCHMARKS.md quotes) and writes it, with the raw
@@ -21,8 +21,8 @@ import { ENDPOINTS } from './endpoints.js';
 
 const { values: options } = parseArgs({
   options: {
-    rounds: { type: 'string', default: '5' },
-    duration: { type: 'string', default: '10' },
+    rounds: { type: 'string', default: '3' },
+    duration: { type: 'string', default: '5' },
     connections: { type: 'string', default: '50' },
     total: { type: 'string', default: '1000000' },
   },
