@@ -1,20 +1,22 @@
+import { SerializerSelector } from '@fastify/fast-json-stringify-compiler';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import Fastify, { type FastifyInstance } from 'fastify';
 import type { DestinationStream } from 'pino';
 import type { Config } from './config.js';
 import { apiPathTest } from './lib/api-path.js';
+import { compileOnFirstUse } from './lib/compile-on-first-use.js';
 import { docsRoutes } from './plugins/docs.js';
 import { clientErrorHandler, errorsPlugin, sendError } from './plugins/errors.js';
 import { jsonBodyPlugin } from './plugins/json-body.js';
 import { metricsPlugin, metricsRoute } from './plugins/metrics.js';
 import { openapiPlugin, openapiRoute } from './plugins/openapi.js';
 import { rateLimitPlugin } from './plugins/rate-limit.js';
-import { requestId, requestIdPlugin } from './plugins/request-id.js';
+import { requestId } from './plugins/request-id.js';
 import { RequestLog } from './plugins/request-log.js';
-import { SECURITY_HEADERS, securityPlugin } from './plugins/security.js';
+import { responseHeaders, securityPlugin } from './plugins/security.js';
 import { shutdownPlugin } from './plugins/shutdown.js';
 import { validationPlugin } from './plugins/validation.js';
-import { setVersionHeaders, versionedUrlRewriter, versioningPlugin } from './plugins/versioning.js';
+import { versionedUrlRewriter, versioningPlugin } from './plugins/versioning.js';
 import { currencyRoutes } from './routes/currencies.js';
 import { echoRoutes } from './routes/echo.js';
 import { exchangeRoutes } from './routes/exchange.js';
@@ -35,13 +37,23 @@ export interface AppOptions {
   rateLimitStore?: RateLimitStore;
 }
 
+const buildSerializer = SerializerSelector();
+
+/** Fastify's own response serializers (fast-json-stringify), each compiled when first used. */
+function lazySerializers(...args: Parameters<typeof buildSerializer>): ReturnType<typeof buildSerializer> {
+  const compile = buildSerializer(...args);
+  return (route) => compileOnFirstUse(() => compile(route));
+}
+
 /** The whole service as a Fastify instance, not yet listening: what the server and every test build. */
 export async function buildApp(config: Config, options: AppOptions = {}): Promise<FastifyInstance> {
   const requestLog = new RequestLog();
   const isApiPath = apiPathTest(config.contextPath);
+  const headers = responseHeaders(config.corsOrigins, isApiPath);
   const app = Fastify({
     logger: { level: config.logLevel, ...(options.logStream && { stream: options.logStream }) },
     logController: requestLog,
+    schemaController: { compilersFactory: { buildSerializer: lazySerializers } },
     requestIdHeader: false, // ids are vetted by requestId, not taken as they come
     genReqId: requestId,
     rewriteUrl: versionedUrlRewriter(config.contextPath),
@@ -57,8 +69,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
       // Errors raised before routing (a badly encoded path) get no response listeners and run no
       // hooks, so their log line and the hooks' headers are asked for here.
       reply.raw.once('finish', () => requestLog.requestCompleted(null, request, reply));
-      reply.headers(SECURITY_HEADERS);
-      setVersionHeaders(isApiPath, request, reply);
+      reply.headers(headers.forRequest(request)).header('x-request-id', request.id);
       sendError(error, request, reply);
     },
     clientErrorHandler,
@@ -85,10 +96,9 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   await app.register(errorsPlugin);
   await app.register(validationPlugin);
   await app.register(jsonBodyPlugin);
-  // The hooks that set headers come before the CORS hook, which answers preflights and ends the chain.
-  await app.register(requestIdPlugin);
+  // First of the request hooks: it sets every response's headers, and answers CORS preflights.
+  await app.register(securityPlugin, { headers });
   await app.register(versioningPlugin, { isApiPath });
-  await app.register(securityPlugin, { corsOrigins: config.corsOrigins });
   await app.register(shutdownPlugin);
   await app.register(openapiPlugin, { isApiPath });
   if (config.metricsEnabled) await app.register(metricsPlugin);

@@ -1,5 +1,6 @@
 #!/usr/bin/env node
 import type { FastifyInstance } from 'fastify';
+import { destination } from 'pino';
 import { helpText, versionText } from './cli.js';
 import { type Config, ConfigError, loadConfig, parseCommandLine } from './config.js';
 
@@ -9,6 +10,21 @@ import { type Config, ConfigError, loadConfig, parseCommandLine } from './config
  * requests finish, and the process exits 0; if they have not finished within
  * SHUTDOWN_TIMEOUT_MS, it exits 1. A second signal forces an immediate exit 1.
  */
+
+// Log lines are written asynchronously: under load many go out in one system call, instead of
+// one blocking write per request. So every exit below first waits for the lines still buffered.
+const logStream = destination({ dest: 1, sync: false });
+
+let exiting = false;
+
+/** Exits with `code` once the buffered log lines are written (at most a second from now). */
+function exitAfterLogs(code: number): void {
+  if (exiting) return;
+  exiting = true;
+  setTimeout(() => process.exit(code), 1000).unref();
+  logStream.once('close', () => process.exit(code));
+  logStream.end();
+}
 
 let config: Config;
 let app: FastifyInstance | undefined;
@@ -21,6 +37,7 @@ process.on('SIGINT', shutdown);
 async function shutdown(signal: NodeJS.Signals): Promise<void> {
   if (stopping) {
     app?.log.warn({ signal }, 'second signal: exiting without waiting');
+    if (!exiting) logStream.flushSync();
     process.exit(1);
   }
   stopping = true;
@@ -28,11 +45,11 @@ async function shutdown(signal: NodeJS.Signals): Promise<void> {
   app.log.info({ signal, timeout_ms: config.shutdownTimeoutMs }, 'shutting down');
   setTimeout(() => {
     app?.log.error({ timeout_ms: config.shutdownTimeoutMs }, 'in-flight requests did not finish in time');
-    process.exit(1);
+    exitAfterLogs(1);
   }, config.shutdownTimeoutMs).unref();
   await app.close();
   app.log.info('stopped');
-  process.exit(0);
+  exitAfterLogs(0);
 }
 
 try {
@@ -51,10 +68,10 @@ try {
 
 // Loaded only once the configuration is known to be good, so a bad one fails fast.
 const { buildApp } = await import('./app.js');
-app = await buildApp(config);
+app = await buildApp(config, { logStream });
 try {
   await app.listen({ port: config.port, host: config.host });
 } catch (error) {
   app.log.fatal({ err: error }, 'could not start listening');
-  process.exit(1);
+  exitAfterLogs(1);
 }

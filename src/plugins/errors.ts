@@ -130,9 +130,6 @@ export const errorsPlugin = fp(
     const paths = FindMyWay({ ignoreTrailingSlash: true, maxParamLength: Number.MAX_SAFE_INTEGER });
     const methods = new Set<HTTPMethod>();
     app.addHook('onRoute', (route) => {
-      // A catch-all route, such as the OPTIONS one @fastify/cors adds so that preflights reach its
-      // hook and that hands everything else back here, does not make every path exist.
-      if (route.url === '/*' || route.url === '*') return;
       for (const method of [route.method].flat() as HTTPMethod[]) {
         methods.add(method);
         if (!paths.hasRoute(method, route.url)) paths.on(method, route.url, () => {});

@@ -1,6 +1,5 @@
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
-import fp from 'fastify-plugin';
 
 const ACCEPTED_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
@@ -12,14 +11,3 @@ export function requestId(request: IncomingMessage): string {
   const incoming = request.headers['x-request-id'];
   return typeof incoming === 'string' && ACCEPTED_ID.test(incoming) ? incoming : randomUUID();
 }
-
-/** Every response carries its request's id. */
-export const requestIdPlugin = fp(
-  async (app) => {
-    app.addHook('onRequest', (request, reply, done) => {
-      reply.header('x-request-id', request.id);
-      done();
-    });
-  },
-  { name: 'request-id' },
-);

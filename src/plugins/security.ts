@@ -1,8 +1,9 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import cors, { type FastifyCorsOptions } from '@fastify/cors';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
 import helmet from 'helmet';
+import type { ApiPathTest } from '../lib/api-path.js';
+import { API_VERSION } from './versioning.js';
 
 /**
  * Security headers for a JSON API: nothing in a response may be run, framed, sniffed as another
@@ -46,56 +47,84 @@ const EXPOSED_HEADERS = [
   'Retry-After',
   'API-Version',
 ];
-/** How long a browser may reuse a preflight's answer, in seconds. */
+/** How long, in seconds, a browser may reuse a preflight's answer. */
 const PREFLIGHT_MAX_AGE = 600;
 
+/** What a preflight is answered with, besides the headers of every answer to its origin. */
+const PREFLIGHT_HEADERS = {
+  'access-control-allow-methods': METHODS.join(', '),
+  'access-control-allow-headers': ALLOWED_HEADERS.join(', '),
+  'access-control-max-age': String(PREFLIGHT_MAX_AGE),
+  'content-length': '0',
+};
+
+type HeaderSet = Readonly<Record<string, string>>;
+
+/** The fixed headers of every answer to the pages of one origin (or to every origin, with `*`). */
+interface Audience {
+  /** Whether its pages may read answers, and so send preflights. */
+  readonly allowed: boolean;
+  /** For paths under `/api`, which add the API version. */
+  readonly api: HeaderSet;
+  readonly other: HeaderSet;
+}
+
+/** The fixed headers of every response: their sets, one per audience, and which set a request gets. */
+export interface ResponseHeaders {
+  audience(request: FastifyRequest): Audience;
+  /** The set for this request: security, CORS for its origin, and API version under `/api`. */
+  forRequest(request: FastifyRequest): HeaderSet;
+}
+
 /**
- * The CORS options of a request, which depend only on its origin and on whether it is a
- * preflight, so they are all built once. A preflight (OPTIONS with Access-Control-Request-Method)
- * is answered 204 by @fastify/cors; any other OPTIONS is left to the router, which answers it 404
- * or 405 like any method a path does not take. An origin not in `CORS_ORIGINS` gets no CORS
- * header at all, so its preflight is not answered either.
+ * Every response's fixed headers, worked out once at start-up, so that a request costs one lookup
+ * of its origin and one copy of a ready set. With a list of origins, answers vary by Origin
+ * (which a cache must know); with `*` they do not.
  */
-function corsOptionsResolver(origins: '*' | readonly string[]): (request: FastifyRequest) => FastifyCorsOptions {
-  const forOrigin = (origin: string | false) => {
-    const options = {
-      origin,
-      credentials: false,
-      methods: METHODS,
-      allowedHeaders: ALLOWED_HEADERS,
-      exposedHeaders: EXPOSED_HEADERS,
-      maxAge: PREFLIGHT_MAX_AGE,
-      strictPreflight: false,
-    };
-    return { preflight: { ...options, preflight: true }, other: { ...options, preflight: false } };
+export function responseHeaders(corsOrigins: '*' | readonly string[], isApiPath: ApiPathTest): ResponseHeaders {
+  const byOrigin = corsOrigins !== '*';
+  const audience = (allowOrigin: string | null): Audience => {
+    const other: Record<string, string> = { ...SECURITY_HEADERS };
+    if (allowOrigin !== null) {
+      other['access-control-allow-origin'] = allowOrigin;
+      other['access-control-expose-headers'] = EXPOSED_HEADERS.join(', ');
+    }
+    if (byOrigin) other.vary = 'Origin';
+    const api = { ...other, 'api-version': API_VERSION, vary: byOrigin ? 'Accept, Origin' : 'Accept' };
+    return { allowed: allowOrigin !== null, api, other };
   };
-  const any = origins === '*' ? forOrigin('*') : undefined;
-  const listed = new Map(origins === '*' ? [] : origins.map((origin) => [origin, forOrigin(origin)]));
-  const denied = forOrigin(false);
-  return (request) => {
-    const options = any ?? listed.get(request.headers.origin ?? '') ?? denied;
-    const preflight = request.method === 'OPTIONS' && request.headers['access-control-request-method'] !== undefined;
-    return preflight ? options.preflight : options.other;
+  const any = byOrigin ? undefined : audience('*');
+  const listed = new Map(byOrigin ? corsOrigins.map((origin) => [origin, audience(origin)]) : []);
+  const denied = audience(null);
+  const audienceOf = (request: FastifyRequest) => any ?? listed.get(request.headers.origin ?? '') ?? denied;
+  return {
+    audience: audienceOf,
+    forRequest: (request) => {
+      const sets = audienceOf(request);
+      return isApiPath(request.url) ? sets.api : sets.other;
+    },
   };
 }
 
 /**
- * CORS per `CORS_ORIGINS` and the security headers, on every response that goes through the
- * request hooks: routes, 404, 405, preflights and errors, those of later hooks (the version
- * check) included.
+ * Sets every response's fixed headers and its request id, in one hook that runs first, and
+ * answers CORS preflights (an OPTIONS with Access-Control-Request-Method, from an allowed
+ * origin) with 204. Any other OPTIONS goes on to be routed, so it gets the 405 or 404 a method
+ * that no route takes gets. Credentials are never allowed.
  */
 export const securityPlugin = fp(
-  async (app: FastifyInstance, { corsOrigins }: { corsOrigins: '*' | readonly string[] }) => {
-    // helmet's headers depend on nothing in the request, so they are set as computed once above:
-    // @fastify/helmet builds helmet's middleware again for every request, which measured 50 µs
-    // of CPU a request, a quarter of the service's whole cost for GET /api/hello.
-    app.addHook('onRequest', (_request, reply, done) => {
-      reply.headers(SECURITY_HEADERS);
+  async (app: FastifyInstance, { headers }: { headers: ResponseHeaders }) => {
+    app.addHook('onRequest', (request, reply, done) => {
+      reply.headers(headers.forRequest(request)).header('x-request-id', request.id);
+      if (
+        request.method === 'OPTIONS' &&
+        request.headers['access-control-request-method'] !== undefined &&
+        headers.audience(request).allowed
+      ) {
+        reply.code(204).headers(PREFLIGHT_HEADERS).send();
+        return;
+      }
       done();
-    });
-    const corsOptions = corsOptionsResolver(corsOrigins);
-    await app.register(cors, {
-      delegator: (request, callback) => callback(null, corsOptions(request)),
     });
   },
   { name: 'security' },

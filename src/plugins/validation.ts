@@ -3,6 +3,7 @@ import ajvErrors from 'ajv-errors';
 import type { FastifyRequest, FastifySchemaCompiler } from 'fastify';
 import fp from 'fastify-plugin';
 import type { ErrorDetail } from '../errors.js';
+import { compileOnFirstUse } from '../lib/compile-on-first-use.js';
 
 /**
  * Request validation. Two Ajv instances, both reporting every error at once and both with
@@ -49,19 +50,23 @@ function numericProperties(schema: ParameterSchema): [string, RegExp][] {
 function createCompiler(): FastifySchemaCompiler<ParameterSchema> {
   const bodyAjv = createAjv();
   const parameterAjv = createAjv();
-  return ({ schema, httpPart }) => {
-    if (httpPart === 'body') return bodyAjv.compile(schema);
-    const validate = parameterAjv.compile(schema);
-    const numeric = numericProperties(schema);
-    return (data: Record<string, unknown>) => {
-      const value = { ...data };
-      for (const [name, pattern] of numeric) {
-        const raw = value[name];
-        if (typeof raw === 'string' && pattern.test(raw)) value[name] = Number(raw);
+  return ({ schema, httpPart }) =>
+    compileOnFirstUse(() => {
+      if (httpPart === 'body') {
+        const validate = bodyAjv.compile(schema);
+        return (data: unknown) => (validate(data) ? { value: data } : { error: validate.errors ?? [] });
       }
-      return validate(value) ? { value } : { error: validate.errors ?? [] };
-    };
-  };
+      const validate = parameterAjv.compile(schema);
+      const numeric = numericProperties(schema);
+      return (data: Record<string, unknown>) => {
+        const value = { ...data };
+        for (const [name, pattern] of numeric) {
+          const raw = value[name];
+          if (typeof raw === 'string' && pattern.test(raw)) value[name] = Number(raw);
+        }
+        return validate(value) ? { value } : { error: validate.errors ?? [] };
+      };
+    });
 }
 
 export const validationPlugin = fp(

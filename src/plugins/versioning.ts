@@ -1,5 +1,5 @@
 import type { IncomingMessage } from 'node:http';
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
 import { type ApiError, apiError, validationError } from '../errors.js';
 import { type ApiPathTest, apiBase } from '../lib/api-path.js';
@@ -72,26 +72,14 @@ function versionError(request: FastifyRequest): ApiError | null {
 }
 
 /**
- * The headers every response under `/api` carries: its version, and `Vary: Accept`, since an
- * Accept naming another version turns the answer into a 406. Also set by the handler of the
- * errors Fastify raises before routing, which runs no hooks.
- */
-export function setVersionHeaders(isApiPath: ApiPathTest, request: FastifyRequest, reply: FastifyReply): void {
-  if (isApiPath(request.url)) reply.header('api-version', API_VERSION).header('vary', 'Accept');
-}
-
-/**
- * Versioning of every request under `/api`; the versioned paths are `versionedUrlRewriter`'s.
+ * Versioning of every request under `/api`; the versioned paths are `versionedUrlRewriter`'s, and
+ * the `API-Version` and `Vary: Accept` headers are the security plugin's, set with the others.
  * The version is checked once the request hooks are done, so that its 400 or 406 carries the CORS
  * headers a browser needs to read it, and so that a CORS preflight, answered in those hooks, is
  * not judged by the query of the request it asks about. It is still checked before the body is read.
  */
 export const versioningPlugin = fp(
   async (app: FastifyInstance, { isApiPath }: { isApiPath: ApiPathTest }) => {
-    app.addHook('onRequest', (request, reply, done) => {
-      setVersionHeaders(isApiPath, request, reply);
-      done();
-    });
     app.addHook('preParsing', (request, _reply, payload, done) => {
       done(isApiPath(request.url) ? versionError(request) : null, payload);
     });

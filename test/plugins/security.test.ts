@@ -166,7 +166,10 @@ for (const [transport, connectClient] of transports) {
           { field: 'path', message: 'must be valid percent-encoded UTF-8', value: path },
         ]);
         assertSecurityHeaders(res.headers);
-        assert.deepEqual(corsHeaders(res), [], 'no hook ran: no CORS headers, as the README says');
+        // No hook runs for it, but it gets the same fixed headers as every answer: a page can read it.
+        assert.equal(res.headers['access-control-allow-origin'], '*');
+        assert.equal(res.headers['access-control-expose-headers'], EXPOSED);
+        assert.equal(typeof res.headers['x-request-id'], 'string');
       }
     });
   });
