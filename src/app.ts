@@ -69,7 +69,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
       // Errors raised before routing (a badly encoded path) get no response listeners and run no
       // hooks, so their log line and the hooks' headers are asked for here.
       reply.raw.once('finish', () => requestLog.requestCompleted(null, request, reply));
-      reply.headers(headers.forRequest(request)).header('x-request-id', request.id);
+      headers.set(request, reply);
       sendError(error, request, reply);
     },
     clientErrorHandler,

@@ -1,5 +1,5 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
 import helmet from 'helmet';
 import type { ApiPathTest } from '../lib/api-path.js';
@@ -69,11 +69,13 @@ interface Audience {
   readonly other: HeaderSet;
 }
 
-/** The fixed headers of every response: their sets, one per audience, and which set a request gets. */
+/** The fixed headers of every response, one ready set per audience. */
 export interface ResponseHeaders {
-  audience(request: FastifyRequest): Audience;
-  /** The set for this request: security, CORS for its origin, and API version under `/api`. */
-  forRequest(request: FastifyRequest): HeaderSet;
+  /**
+   * Sets the request's fixed headers on its reply: its id, the security headers, CORS for its
+   * origin, and the API version under `/api`. Answers the request's audience.
+   */
+  set(request: FastifyRequest, reply: FastifyReply): Audience;
 }
 
 /**
@@ -96,12 +98,11 @@ export function responseHeaders(corsOrigins: '*' | readonly string[], isApiPath:
   const any = byOrigin ? undefined : audience('*');
   const listed = new Map(byOrigin ? corsOrigins.map((origin) => [origin, audience(origin)]) : []);
   const denied = audience(null);
-  const audienceOf = (request: FastifyRequest) => any ?? listed.get(request.headers.origin ?? '') ?? denied;
   return {
-    audience: audienceOf,
-    forRequest: (request) => {
-      const sets = audienceOf(request);
-      return isApiPath(request.url) ? sets.api : sets.other;
+    set: (request, reply) => {
+      const sets = any ?? listed.get(request.headers.origin ?? '') ?? denied;
+      reply.headers(isApiPath(request.url) ? sets.api : sets.other).header('x-request-id', request.id);
+      return sets;
     },
   };
 }
@@ -115,11 +116,11 @@ export function responseHeaders(corsOrigins: '*' | readonly string[], isApiPath:
 export const securityPlugin = fp(
   async (app: FastifyInstance, { headers }: { headers: ResponseHeaders }) => {
     app.addHook('onRequest', (request, reply, done) => {
-      reply.headers(headers.forRequest(request)).header('x-request-id', request.id);
+      const audience = headers.set(request, reply);
       if (
+        audience.allowed &&
         request.method === 'OPTIONS' &&
-        request.headers['access-control-request-method'] !== undefined &&
-        headers.audience(request).allowed
+        request.headers['access-control-request-method'] !== undefined
       ) {
         reply.code(204).headers(PREFLIGHT_HEADERS).send();
         return;
