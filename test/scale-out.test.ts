@@ -9,7 +9,7 @@ import { REDIS_SERVER_MISSING, REDIS_SKIP_REASON, RedisServer } from './redis-se
 /** The Redis timeout of these instances: how long a request may wait for a Redis that does not answer. */
 const TIMEOUT_MS = 200;
 /** What a request may take beyond that timeout on a busy test machine. */
-const MARGIN_MS = 150;
+const MARGIN_MS = 300;
 const OUTAGE_WARNING = 'Redis is unavailable: rate limiting is off and profile requests answer 503 until it is back';
 
 interface Instance {

@@ -19,10 +19,15 @@ function slowClient(
     const started = Date.now();
     let response = '';
     let sent = 0;
-    const socket = connect(port, '127.0.0.1', () => socket.write(head));
-    const timer = setInterval(() => {
-      if (sent < dribble.length && socket.writable) socket.write(dribble[sent++] ?? '');
-    }, everyMs);
+    let timer: NodeJS.Timeout | undefined;
+    // The dribble starts once the head is written: a timer started before the connection is
+    // up could put a byte of it ahead of the head on a busy machine.
+    const socket = connect(port, '127.0.0.1', () => {
+      socket.write(head);
+      timer = setInterval(() => {
+        if (sent < dribble.length && socket.writable) socket.write(dribble[sent++] ?? '');
+      }, everyMs);
+    });
     socket.setEncoding('utf8');
     socket.on('data', (chunk) => {
       response += chunk;

@@ -13,6 +13,8 @@ import { REDIS_SERVER_MISSING, REDIS_SKIP_REASON, RedisServer } from '../redis-s
 import { ADA, profileStoreContract } from './profile-store-contract.js';
 
 const TIMEOUT_MS = 200;
+// What a busy CI machine may add to a call that fails at its timeout; far below a stalled call.
+const MARGIN_MS = 300;
 
 /** A connection as an instance of the service holds one, logging into `logs`. */
 function connect(url: string, logs = new LogCapture()): RedisConnection {
@@ -37,7 +39,7 @@ async function assertFailsFast(call: () => Promise<unknown>): Promise<string> {
   );
   assert.ok(error instanceof StoreUnavailableError, String(error));
   const elapsed = performance.now() - started;
-  assert.ok(elapsed < TIMEOUT_MS + 150, `took ${elapsed} ms`);
+  assert.ok(elapsed < TIMEOUT_MS + MARGIN_MS, `took ${elapsed} ms`);
   return error.message;
 }
 
@@ -239,7 +241,8 @@ describe('Redis stores', { skip: REDIS_SERVER_MISSING && REDIS_SKIP_REASON }, ()
       await sleep(150); // between two attempts to reconnect
       const started = performance.now();
       await own.close();
-      assert.ok(performance.now() - started < 50);
+      // Well under the reconnect back-off (up to 1 s) it would otherwise wait for.
+      assert.ok(performance.now() - started < MARGIN_MS);
       let reconnected = false;
       own.client.on('connect', () => {
         reconnected = true;
@@ -257,7 +260,7 @@ describe('Redis stores', { skip: REDIS_SERVER_MISSING && REDIS_SKIP_REASON }, ()
       try {
         const started = performance.now();
         await own.close();
-        assert.ok(performance.now() - started < TIMEOUT_MS + 150);
+        assert.ok(performance.now() - started < TIMEOUT_MS + MARGIN_MS);
       } finally {
         server.resume();
       }
