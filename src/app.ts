@@ -50,6 +50,8 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   const requestLog = new RequestLog();
   const isApiPath = apiPathTest(config.contextPath);
   const headers = responseHeaders(config.corsOrigins, isApiPath);
+  // How often Node looks for requests past their timeouts: often enough for a short one to hold.
+  const timeoutCheckMs = Math.min(1000, config.headersTimeoutMs / 4);
   const app = Fastify({
     logger: { level: config.logLevel, ...(options.logStream && { stream: options.logStream }) },
     logController: requestLog,
@@ -78,15 +80,14 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
     http: {
       headersTimeout: config.headersTimeoutMs,
       requestTimeout: config.requestTimeoutMs,
-      connectionsCheckingInterval: Math.min(1000, config.headersTimeoutMs / 4),
+      connectionsCheckingInterval: timeoutCheckMs,
     },
     requestTimeout: config.requestTimeoutMs, // Fastify sets it again on the server: the same value
     // A connection on which no byte moves for as long as a whole request may take is dead, e.g. a
-    // client that stopped reading its response.
-    connectionTimeout: config.requestTimeoutMs,
-    // Longer than the 60 s idle timeout of common load balancers, so that the service never closes
-    // a kept-alive connection just as the balancer sends a request on it (Fastify's own default).
-    keepAliveTimeout: 72_000,
+    // client that stopped reading its response; it is closed without a word. So it comes after
+    // the request timeout has had two checks: a client stalled in mid-request gets its 408 first.
+    connectionTimeout: config.requestTimeoutMs + 2 * timeoutCheckMs,
+    keepAliveTimeout: config.keepAliveTimeoutMs,
   }).withTypeProvider<TypeBoxTypeProvider>();
 
   const stores = createStores(config, app.log);

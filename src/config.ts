@@ -29,6 +29,8 @@ export interface Config {
   headersTimeoutMs: number;
   /** How long a client may take to send a whole request, headers and body, in milliseconds. */
   requestTimeoutMs: number;
+  /** How long a kept-alive connection may stay idle between requests before it is closed, in milliseconds. */
+  keepAliveTimeoutMs: number;
   /** Whether `GET /metrics` serves Prometheus metrics, and requests are counted for it. */
   metricsEnabled: boolean;
   /**
@@ -62,6 +64,9 @@ export const DEFAULT_CONFIG: Readonly<Config> = {
   // body at a mere 35 KB/s.
   headersTimeoutMs: 10_000,
   requestTimeoutMs: 30_000,
+  // Longer than the 60 s idle timeout of common load balancers, so that the service never closes a
+  // kept-alive connection just as the balancer sends a request on it (Fastify's own default).
+  keepAliveTimeoutMs: 72_000,
   metricsEnabled: true,
   redisUrl: null,
   // A Redis on the same network answers in about a millisecond; half a second is a Redis in trouble.
@@ -148,6 +153,7 @@ const parsers: { [K in keyof Config]: Parse<Config[K]> } = {
   },
   headersTimeoutMs: integer(1, 2 ** 31 - 1),
   requestTimeoutMs: integer(1, 2 ** 31 - 1),
+  keepAliveTimeoutMs: integer(1, 2 ** 31 - 1),
   metricsEnabled: boolean,
   redisUrl: (raw) => {
     // The scheme in lower case: ioredis turns TLS on for `rediss://` only as written so.
@@ -186,6 +192,10 @@ export const SOURCES: { [K in keyof Config]: { env: string; flag?: string; secre
   corsOrigins: { env: 'CORS_ORIGINS', help: 'origins whose pages may call the API: * or a comma-separated list' },
   headersTimeoutMs: { env: 'HEADERS_TIMEOUT_MS', help: "time a client has to send a request's headers, in ms" },
   requestTimeoutMs: { env: 'REQUEST_TIMEOUT_MS', help: 'time a client has to send a whole request, in ms' },
+  keepAliveTimeoutMs: {
+    env: 'KEEP_ALIVE_TIMEOUT_MS',
+    help: "how long an idle kept-alive connection stays open, in ms; above the load balancer's idle timeout",
+  },
   metricsEnabled: { env: 'METRICS_ENABLED', help: 'false/0: no GET /metrics, and no request is counted' },
   // A secret: the URL may carry a password.
   redisUrl: {

@@ -1,181 +1,34 @@
 import assert from 'node:assert/strict';
-import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
-import { connect, type Socket } from 'node:net';
+import type { Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { after, before, describe, it } from 'node:test';
-import { fileURLToPath } from 'node:url';
 import { request } from 'undici';
 import { DEFAULT_CONFIG, SOURCES } from '../src/config.js';
 import { VERSION } from '../src/version.js';
+import { connectTo, type RawResponse, ResponseReader } from './raw-http.js';
+import {
+  type Exit,
+  exitOf,
+  killAllServers,
+  type LogLine,
+  ROOT,
+  type RunningServer,
+  spawnServer,
+  startServer,
+  withTimeout,
+} from './server-process.js';
 
 /**
- * The process entry, built to dist/server.js (npm run test:unit builds first), run as a real child process: configuration errors,
- * flags, graceful shutdown on SIGTERM/SIGINT, the shutdown deadline, and the time zone.
+ * The process entry as a real child process: configuration errors, flags, graceful shutdown on
+ * SIGTERM/SIGINT, the shutdown deadline, and the time zone.
  */
-
-const ROOT = fileURLToPath(new URL('..', import.meta.url));
 
 /** `YYYY-MM-DDTHH:mm:ss.SSS`: local date-time, always milliseconds, no offset. */
 const LOCAL_TIMESTAMP = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}$/;
-
-/** Every variable src/config.ts reads: a value inherited from the test's own environment must not leak in. */
-const CONFIG_VARIABLES = Object.values(SOURCES).map(({ env }) => env);
-
-type LogLine = Record<string, unknown>;
-
-interface Exit {
-  code: number | null;
-  signal: NodeJS.Signals | null;
-  /** performance.now() when the process exited. */
-  at: number;
-}
-
-interface ServerProcess {
-  readonly child: ChildProcess;
-  /** Standard output, one entry per line: the parsed JSON, or `{ raw }` for a line that is not JSON. */
-  readonly lines: LogLine[];
-  stdout(): string;
-  stderr(): string;
-  /** The first log line, already written or still to come, that matches. */
-  waitForLog(predicate: (line: LogLine) => boolean, timeoutMs?: number): Promise<LogLine>;
-  /** Settles once the process has exited and its output has been read to the end. */
-  readonly exited: Promise<Exit>;
-  /** SIGKILL, unless the process has exited already. */
-  kill(): void;
-}
-
-interface RunningServer extends ServerProcess {
-  readonly port: number;
-}
-
-/** Every child started by this file, killed in the final `after` whatever happened. */
-const children = new Set<ServerProcess>();
-
-const LISTENING = /^Server listening at http:\/\/127\.0\.0\.1:(\d+)$/;
-
-async function spawnServer(env: Record<string, string> = {}, args: string[] = []): Promise<ServerProcess> {
-  const childEnv: NodeJS.ProcessEnv = { ...process.env };
-  for (const name of [...CONFIG_VARIABLES, 'NODE_TEST_CONTEXT']) delete childEnv[name];
-  Object.assign(childEnv, { PORT: '0', HOST: '127.0.0.1' }, env);
-
-  const child = spawn(process.execPath, ['dist/server.js', ...args], {
-    cwd: ROOT,
-    env: childEnv,
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  const lines: LogLine[] = [];
-  const waiters = new Set<{ predicate: (line: LogLine) => boolean; resolve: (line: LogLine) => void }>();
-  let stdout = '';
-  let stderr = '';
-  let partial = '';
-  let closed = false;
-  let exitedAt = 0;
-
-  const addLine = (text: string): void => {
-    let line: LogLine;
-    try {
-      const parsed: unknown = JSON.parse(text);
-      line = typeof parsed === 'object' && parsed !== null ? (parsed as LogLine) : { raw: text };
-    } catch {
-      line = { raw: text };
-    }
-    lines.push(line);
-    for (const waiter of waiters) {
-      if (waiter.predicate(line)) {
-        waiters.delete(waiter);
-        waiter.resolve(line);
-      }
-    }
-  };
-
-  child.stdout?.setEncoding('utf8');
-  child.stdout?.on('data', (chunk: string) => {
-    stdout += chunk;
-    const parts = (partial + chunk).split('\n');
-    partial = parts.pop() ?? '';
-    for (const part of parts) if (part !== '') addLine(part);
-  });
-  child.stderr?.setEncoding('utf8');
-  child.stderr?.on('data', (chunk: string) => {
-    stderr += chunk;
-  });
-  child.on('exit', () => {
-    exitedAt = performance.now();
-  });
-
-  const exited = new Promise<Exit>((resolve) => {
-    child.on('error', () => {
-      resolve({ code: null, signal: null, at: performance.now() });
-    });
-    child.on('close', (code, signal) => {
-      if (partial !== '') addLine(partial);
-      closed = true;
-      resolve({ code, signal, at: exitedAt || performance.now() });
-    });
-  });
-
-  const server: ServerProcess = {
-    child,
-    lines,
-    stdout: () => stdout,
-    stderr: () => stderr,
-    exited,
-    waitForLog(predicate, timeoutMs = 10_000) {
-      const found = lines.find(predicate);
-      if (found !== undefined) return Promise.resolve(found);
-      const describe = () => `\nstdout:\n${stdout}\nstderr:\n${stderr}`;
-      if (closed) return Promise.reject(new Error(`the process exited without writing the log line${describe()}`));
-      return new Promise<LogLine>((resolve, reject) => {
-        const waiter = {
-          predicate,
-          resolve: (line: LogLine) => {
-            clearTimeout(timer);
-            resolve(line);
-          },
-        };
-        const timer = setTimeout(() => {
-          waiters.delete(waiter);
-          reject(new Error(`no such log line within ${timeoutMs} ms${describe()}`));
-        }, timeoutMs);
-        waiters.add(waiter);
-        void exited.then(() => {
-          if (!waiters.delete(waiter)) return;
-          clearTimeout(timer);
-          reject(new Error(`the process exited without writing the log line${describe()}`));
-        });
-      });
-    },
-    kill() {
-      if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
-    },
-  };
-  children.add(server);
-  return server;
-}
-
-/** Spawns the server and resolves once it logs that it is listening, with the port it logs. */
-async function startServer(env: Record<string, string> = {}, args: string[] = []): Promise<RunningServer> {
-  const server = await spawnServer(env, args);
-  try {
-    const line = await server.waitForLog((l) => typeof l.msg === 'string' && LISTENING.test(l.msg), 20_000);
-    const port = Number(LISTENING.exec(line.msg as string)?.[1]);
-    return Object.assign(server, { port });
-  } catch (error) {
-    server.kill();
-    throw error;
-  }
-}
-
-function withTimeout<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`${what}: nothing within ${ms} ms`)), ms);
-  });
-  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
-}
 
 const isShuttingDown = (signal: string) => (line: LogLine) => line.msg === 'shutting down' && line.signal === signal;
 
@@ -183,101 +36,6 @@ async function get(port: number, path: string): Promise<{ status: number; body: 
   // reset: no keep-alive socket is left behind in undici's pool.
   const res = await request(`http://127.0.0.1:${port}${path}`, { reset: true });
   return { status: res.statusCode, body: await res.body.json() };
-}
-
-// ---------------------------------------------------------------------------------------------
-// Raw HTTP/1.1 over a socket, for requests held half-sent and for pipelining.
-
-interface RawResponse {
-  status: number;
-  headers: Record<string, string>;
-  text: string;
-  json(): any;
-}
-
-/** Reads the responses arriving on a socket, in order; only Content-Length bodies (all this service sends). */
-class ResponseReader {
-  private buffer = Buffer.alloc(0);
-  private wake: (() => void) | undefined;
-  /** The connection is closed (by either side); `closedAt` is when, as performance.now(). */
-  ended = false;
-  closedAt: number | undefined;
-  error: Error | undefined;
-
-  constructor(readonly socket: Socket) {
-    socket.on('data', (chunk: Buffer) => {
-      this.buffer = Buffer.concat([this.buffer, chunk]);
-      this.wake?.();
-    });
-    socket.on('error', (error) => {
-      this.error = error;
-    });
-    socket.on('close', () => {
-      this.ended = true;
-      this.closedAt = performance.now();
-      this.wake?.();
-    });
-  }
-
-  private parse(): RawResponse | undefined {
-    const end = this.buffer.indexOf('\r\n\r\n');
-    if (end === -1) return undefined;
-    const [statusLine = '', ...headerLines] = this.buffer.subarray(0, end).toString('latin1').split('\r\n');
-    const match = /^HTTP\/1\.1 (\d{3}) /.exec(statusLine);
-    if (match === null) throw new Error(`not an HTTP/1.1 status line: ${JSON.stringify(statusLine)}`);
-    const status = Number(match[1]);
-    const headers: Record<string, string> = {};
-    for (const line of headerLines) {
-      const colon = line.indexOf(':');
-      headers[line.slice(0, colon).trim().toLowerCase()] = line.slice(colon + 1).trim();
-    }
-    let length = 0;
-    if (status >= 200) {
-      const declared = headers['content-length'];
-      if (declared === undefined) throw new Error(`a response without Content-Length: ${statusLine}`);
-      length = Number(declared);
-    }
-    if (this.buffer.length < end + 4 + length) return undefined;
-    const text = this.buffer.subarray(end + 4, end + 4 + length).toString('utf8');
-    this.buffer = this.buffer.subarray(end + 4 + length);
-    return { status, headers, text, json: () => JSON.parse(text) };
-  }
-
-  /** The next response, interim (1xx) ones included. */
-  async next(timeoutMs = 10_000): Promise<RawResponse> {
-    const deadline = performance.now() + timeoutMs;
-    for (;;) {
-      const response = this.parse();
-      if (response !== undefined) return response;
-      if (this.ended) {
-        throw new Error(
-          `the server closed the connection before a complete response${this.error ? ` (${this.error.message})` : ''}; ` +
-            `unread bytes: ${JSON.stringify(this.buffer.toString('latin1'))}`,
-        );
-      }
-      const left = deadline - performance.now();
-      if (left <= 0) throw new Error(`no complete response within ${timeoutMs} ms`);
-      await new Promise<void>((resolve) => {
-        const timer = setTimeout(resolve, left);
-        this.wake = () => {
-          clearTimeout(timer);
-          this.wake = undefined;
-          resolve();
-        };
-      });
-    }
-  }
-}
-
-function connectTo(port: number): Promise<Socket> {
-  return new Promise((resolve, reject) => {
-    const socket = connect(port, '127.0.0.1');
-    socket.once('connect', () => {
-      socket.off('error', reject);
-      resolve(socket);
-    });
-    socket.once('error', reject);
-  });
 }
 
 /** Retries a new connection until one is refused: the listener is closed. */
@@ -349,11 +107,9 @@ function assertUnavailable(res: RawResponse): void {
   assert.equal(body.error.request_id, res.headers['x-request-id']);
 }
 
-const exitOf = (exit: Exit) => ({ code: exit.code, signal: exit.signal });
-
 describe('server process (dist/server.js)', { concurrency: true }, () => {
   after(() => {
-    for (const child of children) child.kill();
+    killAllServers();
   });
 
   it('SIGTERM: closes the listener, finishes the request in flight, exits 0', { timeout: 60_000 }, async () => {

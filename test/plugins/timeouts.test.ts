@@ -1,47 +1,9 @@
 import assert from 'node:assert/strict';
-import { connect } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { request } from 'undici';
 import { buildApp } from '../../src/app.js';
 import { assertEnvelope, type Client, httpClient, parseRawResponse, testConfig } from '../helpers.js';
-
-/**
- * Opens a connection and writes `head` at once, then one byte of `dribble` every `everyMs`,
- * until the server ends the connection. Resolves with what the server sent and when it ended.
- */
-function slowClient(
-  port: number,
-  head: string,
-  dribble: string,
-  everyMs: number,
-): Promise<{ response: string; elapsedMs: number }> {
-  return new Promise((resolve, reject) => {
-    const started = Date.now();
-    let response = '';
-    let sent = 0;
-    let timer: NodeJS.Timeout | undefined;
-    // The dribble starts once the head is written: a timer started before the connection is
-    // up could put a byte of it ahead of the head on a busy machine.
-    const socket = connect(port, '127.0.0.1', () => {
-      socket.write(head);
-      timer = setInterval(() => {
-        if (sent < dribble.length && socket.writable) socket.write(dribble[sent++] ?? '');
-      }, everyMs);
-    });
-    socket.setEncoding('utf8');
-    socket.on('data', (chunk) => {
-      response += chunk;
-    });
-    socket.on('close', () => {
-      clearInterval(timer);
-      resolve({ response, elapsedMs: Date.now() - started });
-    });
-    // Writing to a connection the server has just closed fails; the close that follows resolves.
-    socket.on('error', (error: NodeJS.ErrnoException) => {
-      if (error.code !== 'EPIPE' && error.code !== 'ECONNRESET') reject(error);
-    });
-  });
-}
+import { slowClient } from '../raw-http.js';
 
 describe('slow clients', () => {
   let client: Client;
@@ -94,12 +56,15 @@ describe('slow clients', () => {
 
 describe('server timeouts', () => {
   it('are set on the server from the configuration', async () => {
-    const app = await buildApp(testConfig({ headersTimeoutMs: 4000, requestTimeoutMs: 8000 }));
+    const app = await buildApp(
+      testConfig({ headersTimeoutMs: 4000, requestTimeoutMs: 8000, keepAliveTimeoutMs: 65_000 }),
+    );
     try {
       assert.equal(app.server.headersTimeout, 4000);
       assert.equal(app.server.requestTimeout, 8000);
-      assert.equal(app.server.timeout, 8000);
-      assert.equal(app.server.keepAliveTimeout, 72_000);
+      // Two checks of the request timeout (every second) after it: a stalled request gets its 408 first.
+      assert.equal(app.server.timeout, 10_000);
+      assert.equal(app.server.keepAliveTimeout, 65_000);
     } finally {
       await app.close();
     }

@@ -1,0 +1,263 @@
+import assert from 'node:assert/strict';
+import { mkdtemp } from 'node:fs/promises';
+import { connect } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { performance } from 'node:perf_hooks';
+import { after, before, describe, it } from 'node:test';
+import { Client as HttpClient } from 'undici';
+import { assertEnvelope, parseRawResponse } from './helpers.js';
+import { slowClient } from './raw-http.js';
+import { exitOf, killAllServers, type RunningServer, readLog, startServer } from './server-process.js';
+
+/**
+ * Clients that try to wear the service down by being slow, idle or oversized, against the built
+ * server in its own process. Each one is cut off on time (with the 408 or 431 envelope where HTTP
+ * has room for one) while a well-behaved client keeps measuring its latency. The timeouts are
+ * shortened so that the suite takes seconds; their production values are tested elsewhere.
+ */
+
+const HEADERS_TIMEOUT_MS = 2_000;
+const REQUEST_TIMEOUT_MS = 4_000;
+const KEEP_ALIVE_TIMEOUT_MS = 2_000;
+/** How late a cut-off may come: Node checks the timeouts every 500 ms here, on a busy machine. */
+const LATE_MS = 1_500;
+/** Node's limit on the size of a request's headers. */
+const MAX_HEADER_BYTES = 16 * 1024;
+/** Attackers of each kind: within the open-file limit of a default shell (1024), both ends counted. */
+const ATTACKERS = 20;
+const IDLE_CONNECTIONS = 400;
+/** Header flooders, each reconnecting at once: more would take the cores from everyone alike. */
+const FLOODERS = 5;
+
+interface Latency {
+  requests: number;
+  failures: string[];
+  p50: number;
+  p99: number;
+  max: number;
+}
+
+/**
+ * A well-behaved client: sends GET /api/hello one after another on a kept-alive connection
+ * until `until` settles, and reports how long each took.
+ */
+async function measureLatency(origin: string, until: Promise<unknown>): Promise<Latency> {
+  const client = new HttpClient(origin);
+  let done = false;
+  void until.finally(() => {
+    done = true;
+  });
+  const times: number[] = [];
+  const failures: string[] = [];
+  try {
+    while (!done) {
+      const started = performance.now();
+      try {
+        const res = await client.request({ method: 'GET', path: '/api/hello' });
+        const text = await res.body.text();
+        if (res.statusCode !== 200) failures.push(`${res.statusCode} ${text}`);
+      } catch (error) {
+        failures.push(String(error));
+      }
+      times.push(performance.now() - started);
+    }
+  } finally {
+    await client.close();
+  }
+  times.sort((a, b) => a - b);
+  const at = (q: number) => times[Math.min(times.length - 1, Math.floor(q * times.length))] ?? Number.NaN;
+  return { requests: times.length, failures, p50: at(0.5), p99: at(0.99), max: times.at(-1) ?? Number.NaN };
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+const round = (ms: number) => Math.round(ms * 10) / 10;
+
+/**
+ * Every request answered 200, with a p99 within five times the quiet one, or 100 ms: a blocked
+ * server shows as seconds, while a test machine running other suites at once adds tens of ms.
+ */
+function assertNormalLatency(during: Latency, quiet: Latency): void {
+  const summary = `quiet: ${quiet.requests} requests, p50 ${round(quiet.p50)} ms, p99 ${round(quiet.p99)} ms; under attack: ${during.requests} requests, p50 ${round(during.p50)} ms, p99 ${round(during.p99)} ms, max ${round(during.max)} ms`;
+  console.log(`  latency of a well-behaved client: ${summary}`);
+  assert.deepEqual(during.failures, [], summary);
+  assert.ok(during.requests >= 50, `served too few requests meanwhile: ${summary}`);
+  assert.ok(during.p99 <= Math.max(5 * quiet.p99, 100), `latency under attack: ${summary}`);
+}
+
+/** The attacks all end the same way: the error envelope, and the connection closed by the server. */
+function assertCutOff(response: string, status: number, code: string): void {
+  const res = parseRawResponse(response);
+  assertEnvelope(res, status, code);
+  assert.equal(res.headers.connection, 'close');
+}
+
+function assertOnTime(elapsedMs: number[], limitMs: number): void {
+  for (const ms of elapsedMs) {
+    assert.ok(ms >= limitMs - 50 && ms < limitMs + LATE_MS, `cut off after ${ms} ms; the limit is ${limitMs} ms`);
+  }
+}
+
+/**
+ * Sends header lines as fast as the connection takes them, never ending the header block, until
+ * the server closes the connection (or twice the limit is out, then waits). Resolves with
+ * what the server sent and when it closed.
+ */
+function headerFlood(port: number): Promise<{ response: string; elapsedMs: number }> {
+  return new Promise((resolve, reject) => {
+    const started = performance.now();
+    let response = '';
+    let sentBytes = 0;
+    const line = `X-Flood: ${'f'.repeat(1000)}\r\n`;
+    const socket = connect(port, '127.0.0.1', () => {
+      const flood = () => {
+        while (socket.writable && sentBytes < 2 * MAX_HEADER_BYTES) {
+          sentBytes += line.length;
+          if (!socket.write(sentBytes === line.length ? `GET /api/hello HTTP/1.1\r\n${line}` : line)) {
+            socket.once('drain', flood);
+            return;
+          }
+        }
+      };
+      flood();
+    });
+    socket.setEncoding('utf8');
+    socket.on('data', (chunk) => {
+      response += chunk;
+    });
+    socket.on('close', () => resolve({ response, elapsedMs: performance.now() - started }));
+    socket.on('error', (error: NodeJS.ErrnoException) => {
+      if (error.code !== 'EPIPE' && error.code !== 'ECONNRESET') reject(error);
+    });
+  });
+}
+
+describe('hostile clients, against the server process', () => {
+  let server: RunningServer;
+  let logFile: string;
+  let origin: string;
+  let quiet: Latency;
+
+  before(async () => {
+    logFile = join(await mkdtemp(join(tmpdir(), 'hostile-')), 'server.log');
+    server = await startServer(
+      {
+        HEADERS_TIMEOUT_MS: String(HEADERS_TIMEOUT_MS),
+        REQUEST_TIMEOUT_MS: String(REQUEST_TIMEOUT_MS),
+        KEEP_ALIVE_TIMEOUT_MS: String(KEEP_ALIVE_TIMEOUT_MS),
+        RATE_LIMIT_MAX: '0', // the well-behaved client sends thousands of requests
+      },
+      [],
+      { logFile },
+    );
+    origin = `http://127.0.0.1:${server.port}`;
+    await measureLatency(origin, sleep(500)); // warm-up: compiles the route's code paths
+    quiet = await measureLatency(origin, sleep(1_000));
+  });
+  after(() => killAllServers());
+
+  it('cuts off clients sending their headers a byte a second after HEADERS_TIMEOUT_MS, with a 408', async () => {
+    const attacks = Array.from({ length: ATTACKERS }, () =>
+      slowClient(server.port, 'GET /api/hello HTTP/1.1\r\n', `Host: x\r\nX-Slow: ${'s'.repeat(60)}\r\n\r\n`, 1_000),
+    );
+    const [during, results] = await Promise.all([measureLatency(origin, Promise.all(attacks)), Promise.all(attacks)]);
+    for (const { response } of results) assertCutOff(response, 408, 'REQUEST_TIMEOUT');
+    assertOnTime(
+      results.map((r) => r.elapsedMs),
+      HEADERS_TIMEOUT_MS,
+    );
+    assertNormalLatency(during, quiet);
+  });
+
+  it('cuts off clients sending their bodies a byte a second after REQUEST_TIMEOUT_MS, with a 408', async () => {
+    const body = `{"slow":"${'s'.repeat(60)}"}`;
+    const head = `POST /api/echo HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n`;
+    const attacks = Array.from({ length: ATTACKERS }, () => slowClient(server.port, head, body, 1_000));
+    const [during, results] = await Promise.all([measureLatency(origin, Promise.all(attacks)), Promise.all(attacks)]);
+    for (const { response } of results) assertCutOff(response, 408, 'REQUEST_TIMEOUT');
+    assertOnTime(
+      results.map((r) => r.elapsedMs),
+      REQUEST_TIMEOUT_MS,
+    );
+    assertNormalLatency(during, quiet);
+  });
+
+  it('cuts off clients whose body claims more bytes than they send after REQUEST_TIMEOUT_MS, with a 408', async () => {
+    const head =
+      'PUT /api/profile HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{"name":"';
+    const attacks = Array.from({ length: ATTACKERS }, () => slowClient(server.port, head, '', 1_000));
+    const [during, results] = await Promise.all([measureLatency(origin, Promise.all(attacks)), Promise.all(attacks)]);
+    for (const { response } of results) assertCutOff(response, 408, 'REQUEST_TIMEOUT');
+    assertOnTime(
+      results.map((r) => r.elapsedMs),
+      REQUEST_TIMEOUT_MS,
+    );
+    assertNormalLatency(during, quiet);
+    // Nothing of the half-sent bodies was written.
+    const profile = await fetch(`${origin}/api/profile`);
+    assert.deepEqual(await profile.json(), { name: null, email: null, bio: null });
+  });
+
+  it(`closes ${IDLE_CONNECTIONS} connections that send nothing after HEADERS_TIMEOUT_MS, and ${IDLE_CONNECTIONS} idle kept-alive ones after KEEP_ALIVE_TIMEOUT_MS`, async () => {
+    const silent = Array.from({ length: IDLE_CONNECTIONS }, () => slowClient(server.port, '', '', 1_000));
+    const keptAlive = Array.from({ length: IDLE_CONNECTIONS }, () =>
+      slowClient(server.port, 'GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n', '', 1_000),
+    );
+    const all = Promise.all([...silent, ...keptAlive]);
+    const [during] = await Promise.all([measureLatency(origin, all), all]);
+
+    const silentResults = await Promise.all(silent);
+    for (const { response } of silentResults) assertCutOff(response, 408, 'REQUEST_TIMEOUT');
+    assertOnTime(
+      silentResults.map((r) => r.elapsedMs),
+      HEADERS_TIMEOUT_MS,
+    );
+    // A kept-alive connection gets its one answer, then nothing more: closed without a word.
+    const keptAliveResults = await Promise.all(keptAlive);
+    for (const { response } of keptAliveResults) {
+      const res = parseRawResponse(response);
+      assert.equal(res.status, 200);
+      assert.equal(res.text, '{"status":"ok"}');
+      assert.equal(res.headers.connection, 'keep-alive');
+    }
+    assertOnTime(
+      keptAliveResults.map((r) => r.elapsedMs),
+      KEEP_ALIVE_TIMEOUT_MS,
+    );
+    assertNormalLatency(during, quiet);
+  });
+
+  it(`closes clients flooding header lines once past ${MAX_HEADER_BYTES} bytes, with a 431 if they read it`, async () => {
+    // Each attacker floods again as soon as it is closed, for two seconds.
+    const attacks = Array.from({ length: FLOODERS }, async () => {
+      const results = [];
+      for (const until = performance.now() + 2_000; performance.now() < until; ) {
+        results.push(await headerFlood(server.port));
+      }
+      return results;
+    });
+    const [during, results] = await Promise.all([measureLatency(origin, Promise.all(attacks)), Promise.all(attacks)]);
+    console.log(`  header floods: ${results.flat().length} connections`);
+    for (const { response, elapsedMs } of results.flat()) {
+      // The server closes with the flood unread, so the client's TCP stack may take the reset
+      // before the 431 that preceded it; what it does read is the envelope.
+      if (response !== '') assertCutOff(response, 431, 'REQUEST_HEADER_FIELDS_TOO_LARGE');
+      // Cut off for the size, long before the headers timeout.
+      assert.ok(elapsedMs < HEADERS_TIMEOUT_MS / 2, `closed after ${elapsedMs} ms`);
+    }
+    assertNormalLatency(during, quiet);
+  });
+
+  it('logged each cut-off as a client error, and nothing at error level', async () => {
+    server.child.kill('SIGTERM');
+    assert.deepEqual(exitOf(await server.exited), { code: 0, signal: null });
+    const lines = await readLog(logFile);
+    assert.deepEqual(
+      lines.filter((line) => Number(line.level) >= 50),
+      [],
+    );
+    const clientErrors = lines.filter((line) => line.msg === 'client error');
+    assert.ok(clientErrors.length >= 3 * ATTACKERS + IDLE_CONNECTIONS, `${clientErrors.length} client errors logged`);
+  });
+});

@@ -1,0 +1,134 @@
+import { connect, type Socket } from 'node:net';
+import { performance } from 'node:perf_hooks';
+
+// Raw HTTP/1.1 over a socket, for requests held half-sent, pipelining and hostile clients.
+
+export interface RawResponse {
+  status: number;
+  headers: Record<string, string>;
+  text: string;
+  json(): any;
+}
+
+/** Reads the responses arriving on a socket, in order; only Content-Length bodies (all this service sends). */
+export class ResponseReader {
+  private buffer = Buffer.alloc(0);
+  private wake: (() => void) | undefined;
+  /** The connection is closed (by either side); `closedAt` is when, as performance.now(). */
+  ended = false;
+  closedAt: number | undefined;
+  error: Error | undefined;
+
+  constructor(readonly socket: Socket) {
+    socket.on('data', (chunk: Buffer) => {
+      this.buffer = Buffer.concat([this.buffer, chunk]);
+      this.wake?.();
+    });
+    socket.on('error', (error) => {
+      this.error = error;
+    });
+    socket.on('close', () => {
+      this.ended = true;
+      this.closedAt = performance.now();
+      this.wake?.();
+    });
+  }
+
+  private parse(): RawResponse | undefined {
+    const end = this.buffer.indexOf('\r\n\r\n');
+    if (end === -1) return undefined;
+    const [statusLine = '', ...headerLines] = this.buffer.subarray(0, end).toString('latin1').split('\r\n');
+    const match = /^HTTP\/1\.1 (\d{3}) /.exec(statusLine);
+    if (match === null) throw new Error(`not an HTTP/1.1 status line: ${JSON.stringify(statusLine)}`);
+    const status = Number(match[1]);
+    const headers: Record<string, string> = {};
+    for (const line of headerLines) {
+      const colon = line.indexOf(':');
+      headers[line.slice(0, colon).trim().toLowerCase()] = line.slice(colon + 1).trim();
+    }
+    let length = 0;
+    if (status >= 200) {
+      const declared = headers['content-length'];
+      if (declared === undefined) throw new Error(`a response without Content-Length: ${statusLine}`);
+      length = Number(declared);
+    }
+    if (this.buffer.length < end + 4 + length) return undefined;
+    const text = this.buffer.subarray(end + 4, end + 4 + length).toString('utf8');
+    this.buffer = this.buffer.subarray(end + 4 + length);
+    return { status, headers, text, json: () => JSON.parse(text) };
+  }
+
+  /** The next response, interim (1xx) ones included. */
+  async next(timeoutMs = 10_000): Promise<RawResponse> {
+    const deadline = performance.now() + timeoutMs;
+    for (;;) {
+      const response = this.parse();
+      if (response !== undefined) return response;
+      if (this.ended) {
+        throw new Error(
+          `the server closed the connection before a complete response${this.error ? ` (${this.error.message})` : ''}; ` +
+            `unread bytes: ${JSON.stringify(this.buffer.toString('latin1'))}`,
+        );
+      }
+      const left = deadline - performance.now();
+      if (left <= 0) throw new Error(`no complete response within ${timeoutMs} ms`);
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, left);
+        this.wake = () => {
+          clearTimeout(timer);
+          this.wake = undefined;
+          resolve();
+        };
+      });
+    }
+  }
+}
+
+export function connectTo(port: number): Promise<Socket> {
+  return new Promise((resolve, reject) => {
+    const socket = connect(port, '127.0.0.1');
+    socket.once('connect', () => {
+      socket.off('error', reject);
+      resolve(socket);
+    });
+    socket.once('error', reject);
+  });
+}
+
+/**
+ * Opens a connection and writes `head` at once, then one byte of `dribble` every `everyMs`,
+ * until the server ends the connection. Resolves with what the server sent and when it ended.
+ */
+export function slowClient(
+  port: number,
+  head: string,
+  dribble: string,
+  everyMs: number,
+): Promise<{ response: string; elapsedMs: number }> {
+  return new Promise((resolve, reject) => {
+    const started = Date.now();
+    let response = '';
+    let sent = 0;
+    let timer: NodeJS.Timeout | undefined;
+    // The dribble starts once the head is written: a timer started before the connection is
+    // up could put a byte of it ahead of the head on a busy machine.
+    const socket = connect(port, '127.0.0.1', () => {
+      socket.write(head);
+      timer = setInterval(() => {
+        if (sent < dribble.length && socket.writable) socket.write(dribble[sent++] ?? '');
+      }, everyMs);
+    });
+    socket.setEncoding('utf8');
+    socket.on('data', (chunk) => {
+      response += chunk;
+    });
+    socket.on('close', () => {
+      clearInterval(timer);
+      resolve({ response, elapsedMs: Date.now() - started });
+    });
+    // Writing to a connection the server has just closed fails; the close that follows resolves.
+    socket.on('error', (error: NodeJS.ErrnoException) => {
+      if (error.code !== 'EPIPE' && error.code !== 'ECONNRESET') reject(error);
+    });
+  });
+}
