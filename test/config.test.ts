@@ -4,7 +4,7 @@ import { describe, it } from 'node:test';
 import { ConfigError, DEFAULT_CONFIG, loadConfig, parseCommandLine } from '../src/config.js';
 
 describe('loadConfig', () => {
-  it('defaults to port 8080 on all interfaces, context path /, info logs, 1 MiB bodies, 10 s shutdown, 1000 requests a minute, no proxy, any origin, 10 s/30 s timeouts, no Redis', () => {
+  it('defaults to port 8080 on all interfaces, context path /, info logs, 1 MiB bodies, 10 s shutdown, 1000 requests a minute, no proxy, any origin, 10 s/30 s/72 s timeouts, no Redis', () => {
     assert.deepEqual(loadConfig([], {}), {
       port: 8080,
       host: '0.0.0.0',
@@ -19,6 +19,7 @@ describe('loadConfig', () => {
       corsOrigins: '*',
       headersTimeoutMs: 10000,
       requestTimeoutMs: 30000,
+      keepAliveTimeoutMs: 72000,
       metricsEnabled: true,
       redisUrl: null,
       redisTimeoutMs: 500,
@@ -174,6 +175,11 @@ describe('loadConfig', () => {
     [[], { TRUST_PROXY: 'constructor' }, 'invalid TRUST_PROXY "constructor": must be true, false, 1 or 0'],
     [[], { HEADERS_TIMEOUT_MS: '0' }, 'invalid HEADERS_TIMEOUT_MS "0": must be an integer from 1 to 2147483647'],
     [[], { REQUEST_TIMEOUT_MS: '1s' }, 'invalid REQUEST_TIMEOUT_MS "1s": must be an integer from 1 to 2147483647'],
+    [
+      [],
+      { KEEP_ALIVE_TIMEOUT_MS: '-1' },
+      'invalid KEEP_ALIVE_TIMEOUT_MS "-1": must be an integer from 1 to 2147483647',
+    ],
     // A secret is not repeated in the message, not even a bad one.
     [[], { CURSOR_SECRET: 'too short, 31 characters long..' }, 'invalid CURSOR_SECRET: must be at least 32 characters'],
     ...[
