@@ -15,6 +15,7 @@ import {
   storeUnavailable,
   validationError,
 } from '../errors.js';
+import { deepJson } from '../lib/json-text.js';
 import { utcDateTime } from '../lib/local-time.js';
 import { StoreUnavailableError } from '../stores/health.js';
 import { SECURITY_HEADERS } from './security.js';
@@ -44,6 +45,10 @@ function envelope(error: ApiError, requestId: string): ErrorEnvelope {
   };
 }
 
+function notFound(request: FastifyRequest): ApiError {
+  return apiError(404, `No route for ${request.method} ${request.originalUrl.split('?', 1)[0]}.`);
+}
+
 /** Fastify's own errors, translated to the contract's. */
 const FRAMEWORK_ERRORS: Record<string, (error: FastifyError, request: FastifyRequest) => ApiError> = {
   FST_ERR_CTP_INVALID_MEDIA_TYPE: (_, request) =>
@@ -55,9 +60,16 @@ const FRAMEWORK_ERRORS: Record<string, (error: FastifyError, request: FastifyReq
     ),
   FST_ERR_CTP_BODY_TOO_LARGE: (_, request) =>
     apiError(413, `The request body is larger than the limit of ${request.routeOptions.bodyLimit} bytes.`),
+  // @fastify/static refuses a path that could leave its folder (a backslash, a NUL byte): for the
+  // client, as for any other path that names no file, there is nothing there.
+  FST_STATIC_FORBIDDEN_PATH: (_, request) => notFound(request),
   FST_ERR_BAD_URL: (_, request) =>
     validationError([{ field: 'path', message: 'must be valid percent-encoded UTF-8', value: request.originalUrl }]),
 };
+
+function isHttpError(error: object): boolean {
+  return typeof (error as { expose?: unknown }).expose === 'boolean';
+}
 
 function toApiError(error: FastifyError | ApiError, request: FastifyRequest): ApiError {
   if (error instanceof ApiError) return error;
@@ -69,8 +81,10 @@ function toApiError(error: FastifyError | ApiError, request: FastifyRequest): Ap
   if (framework !== undefined) return framework(error, request);
   const status = error.statusCode;
   if (typeof status === 'number' && status >= 400 && status < 500) {
-    // Spec 7.2 rule 2: an error that carries no code is INTERNAL_ERROR, whatever its status.
-    return typeof error.code === 'string'
+    // Spec 7.2 rule 2: an error that carries no code is INTERNAL_ERROR, whatever its status. An HTTP
+    // error (http-errors, marked by its `expose` flag) is named by its status: it is how the
+    // documentation's static files report a failed If-Match (412) or an unsatisfiable Range (416).
+    return typeof error.code === 'string' || isHttpError(error)
       ? apiError(status, error.message)
       : new ApiError(status, INTERNAL_ERROR, error.message);
   }
@@ -81,11 +95,14 @@ function toApiError(error: FastifyError | ApiError, request: FastifyRequest): Ap
 export function sendError(error: FastifyError | ApiError, request: FastifyRequest, reply: FastifyReply): FastifyReply {
   const shaped = toApiError(error, request);
   if (shaped.statusCode >= 500 && !(error instanceof ApiError)) request.failure = error;
+  // Written here rather than by the route's serializer: a detail's value is what the client sent,
+  // nested as deep as the body limit allows, and the serializer's recursion would overflow on it.
   return reply
     .code(shaped.statusCode)
     .headers(shaped.headers)
     .header('x-request-id', request.id)
-    .send(envelope(shaped, request.id));
+    .type('application/json; charset=utf-8')
+    .send(deepJson(envelope(shaped, request.id)));
 }
 
 /**
@@ -141,10 +158,11 @@ export const errorsPlugin = fp(
       // Matched as routed (/api/v1/hello as /api/hello), reported as sent.
       const path = request.url.split('?', 1)[0] ?? '/';
       const allow = [...methods].filter((method) => paths.find(method, path) !== null);
+      // A route that takes this method can still find nothing (a file the documentation does not have).
       const error =
-        allow.length > 0
+        allow.length > 0 && !allow.includes(request.method as HTTPMethod)
           ? methodNotAllowed(request.method, allow)
-          : apiError(404, `No route for ${request.method} ${request.originalUrl.split('?', 1)[0]}.`);
+          : notFound(request);
       return sendError(error, request, reply);
     });
   },

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import fc from 'fast-check';
 import { Decimal } from '../../src/lib/decimal.js';
-import { exactJson } from '../../src/lib/json-text.js';
+import { deepJson, exactJson } from '../../src/lib/json-text.js';
 
 describe('exactJson', () => {
   it('writes decimals as exact JSON numbers in plain notation', () => {
@@ -33,5 +33,19 @@ describe('exactJson', () => {
   it('refuses what JSON cannot hold', () => {
     assert.throws(() => exactJson({ x: new Decimal(Number.NaN) }), RangeError);
     assert.throws(() => exactJson(new Decimal(Number.POSITIVE_INFINITY)), RangeError);
+  });
+});
+
+describe('deepJson', () => {
+  it('writes plain data as JSON.stringify does', () => {
+    assert.equal(deepJson({ skipped: undefined, a: [undefined, 'é\ud800'] }), '{"a":[null,"é\\ud800"]}');
+    fc.assert(fc.property(fc.jsonValue(), (json) => assert.equal(deepJson(json), JSON.stringify(json))));
+  });
+
+  it('writes values nested deeper than JSON.stringify can go, in key order', () => {
+    const depth = 200_000;
+    const text = `{"b":${'[{"k":'.repeat(depth)}[1,"x",null,{}]${'}]'.repeat(depth)},"a":{"c":true}}`;
+    assert.throws(() => JSON.stringify(JSON.parse(text)), RangeError);
+    assert.equal(deepJson(JSON.parse(text)), text);
   });
 });

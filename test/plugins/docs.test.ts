@@ -8,7 +8,7 @@ import { type Browser, chromium, type Page } from 'playwright-core';
 import { buildApp } from '../../src/app.js';
 import { DOCS_CSP } from '../../src/plugins/docs.js';
 import { SECURITY_HEADERS } from '../../src/plugins/security.js';
-import { type Client, testConfig, transports } from '../helpers.js';
+import { assertEnvelope, type Client, testConfig, transports } from '../helpers.js';
 
 for (const [transport, connect] of transports) {
   describe(`GET /docs (${transport})`, () => {
@@ -35,6 +35,30 @@ for (const [transport, connect] of transports) {
       assert.match(String(res.headers['content-type']), /^application\/javascript/);
       assert.equal(res.headers['content-security-policy'], DOCS_CSP);
       assert.ok(res.text.length > 100_000);
+    });
+
+    // Found by the fuzz suite: a file the package does not have was a 405 naming the method as allowed,
+    // and a path @fastify/static refuses to look up (a backslash, a NUL byte) a 403.
+    for (const path of [
+      '/docs/static/nope.js',
+      '/docs/static/index.css/',
+      '/docs/static/.hidden',
+      '/docs/static/%5C',
+      '/docs/static/index.css/%5C',
+      '/docs/static/a%00b',
+    ]) {
+      it(`answers GET ${path}, which names no file, with 404`, async () => {
+        const error = assertEnvelope(await client.send({ path }), 404, 'NOT_FOUND');
+        assert.equal(error.message, `No route for GET ${path}.`);
+      });
+    }
+
+    it('answers the conditions and ranges of its static files with the envelope', async () => {
+      const path = '/docs/static/index.css';
+      assertEnvelope(await client.send({ path, headers: { 'if-match': '"nope"' } }), 412, 'PRECONDITION_FAILED');
+      const range = await client.send({ path, headers: { range: 'bytes=999999999-' } });
+      assertEnvelope(range, 416, 'RANGE_NOT_SATISFIABLE');
+      assert.equal((await client.send({ path, headers: { range: 'bytes=0-3' } })).text, 'html');
     });
 
     it('reads the same document as GET /openapi.json', async () => {

@@ -115,6 +115,9 @@ describe('errors thrown by routes', () => {
     app.get('/boom/no-code', async () => {
       throw Object.assign(new Error('Teapot trouble'), { statusCode: 418 });
     });
+    app.get('/boom/http-error', async () => {
+      throw Object.assign(new Error('Precondition Failed'), { statusCode: 412, status: 412, expose: true });
+    });
     app.get('/boom/framework-code', async () => {
       throw Object.assign(new Error('Request timed out'), { statusCode: 408, code: 'FST_ERR_SOMETHING' });
     });
@@ -148,6 +151,12 @@ describe('errors thrown by routes', () => {
   it('gives an error that carries a status but no code the code INTERNAL_ERROR (spec 7.2 rule 2)', async () => {
     const error = assertEnvelope(await get('/boom/no-code'), 418, 'INTERNAL_ERROR');
     assert.equal(error.message, 'Teapot trouble');
+  });
+
+  // Found by the fuzz suite: the documentation's static files answered a failed If-Match 412 INTERNAL_ERROR.
+  it('names an HTTP error (http-errors, with its expose flag) by its status phrase', async () => {
+    const error = assertEnvelope(await get('/boom/http-error'), 412, 'PRECONDITION_FAILED');
+    assert.equal(error.message, 'Precondition Failed');
   });
 
   it('translates an unknown framework code to the status phrase', async () => {

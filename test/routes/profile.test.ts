@@ -345,6 +345,24 @@ for (const [transport, connect] of transports) {
       await suite.assertUnchanged();
     });
 
+    // Found by the fuzz suite: the envelope repeating such a value overflowed the serializer's stack (a 500).
+    it('reports an invalid value nested 100,000 deep in full, changing nothing', async () => {
+      const depth = 100_000;
+      const value = `${'['.repeat(depth)}${']'.repeat(depth)}`;
+      for (const method of WRITE_METHODS) {
+        const res = await suite.profile.write(method, `{"name":${value}}`);
+        assert.equal(res.status, 400, res.text.slice(0, 300));
+        assert.equal(res.headers['content-type'], 'application/json; charset=utf-8');
+        const detail = `[{"field":"name","message":"${NAME_RULE}","value":${value}}]`;
+        assert.ok(
+          res.text.startsWith(
+            `{"error":{"code":"VALIDATION_ERROR","message":"The request is not valid.","details":${detail},`,
+          ),
+        );
+      }
+      await suite.assertUnchanged();
+    });
+
     it('rejects the whole request when one field of several is invalid', async () => {
       const res = await suite.profile.write('POST', { name: 'Grace', email: 'grace@example', bio: 'Admiral.' });
       assertEnvelope(res, 400, 'VALIDATION_ERROR', [{ field: 'email', message: EMAIL_RULE, value: 'grace@example' }]);

@@ -1,0 +1,429 @@
+import assert from 'node:assert/strict';
+import { METHODS } from 'node:http';
+import { connect } from 'node:net';
+import { after, before, describe, it } from 'node:test';
+import fc from 'fast-check';
+import type { FastifyInstance } from 'fastify';
+import { buildApp } from '../src/app.js';
+import { entityTag } from '../src/domain/profile.js';
+import { MemoryProfileStore } from '../src/stores/memory.js';
+import {
+  abridged,
+  CURRENT_ETAG,
+  describeRequest,
+  FUZZ_BODY_LIMIT,
+  type FuzzRequest,
+  fuzzRequest,
+  POLLUTED_PROPERTY,
+  rawHeaders,
+} from './fuzz/arbitraries.js';
+import { LogCapture, parseRawResponse, type TestResponse, testConfig } from './helpers.js';
+
+/**
+ * Property-based fuzzing of every route (issue 8): random methods, paths, query strings,
+ * headers and bodies, most through `app.inject`, a quarter as raw bytes over a socket, and a
+ * few hundred with rate limiting on. Every response is checked against the same invariants:
+ * no 5xx, an X-Request-Id, the error envelope with the contract's status and code, nothing
+ * internal leaked, no prototype polluted, and the profile changed only by a successful write.
+ */
+
+const SEED = Number(process.env.FUZZ_SEED ?? 424242);
+/** Requests of the main run; a quarter of them over real sockets. */
+const DEFAULT_RUNS = 10_000;
+const RUNS = Number(process.env.FUZZ_RUNS ?? DEFAULT_RUNS);
+const HTTP_RUNS = Math.ceil(RUNS / 4);
+const INJECT_RUNS = RUNS - HTTP_RUNS;
+const RATE_LIMITED_RUNS = Math.ceil(RUNS / 40);
+/** Low enough that the rate-limited run goes over it many times. */
+const RATE_LIMIT_MAX = 20;
+
+console.log(
+  `fuzz: seed ${SEED}, ${RUNS + RATE_LIMITED_RUNS} requests; replay with FUZZ_SEED=${SEED} FUZZ_RUNS=${RUNS}`,
+);
+
+/** Every route of the service (HEAD is each GET route's). */
+const ROUTES = [
+  '/api/hello',
+  '/api/hello/:name',
+  '/api/search',
+  '/api/echo',
+  '/api/profile',
+  '/api/exchange',
+  '/api/currencies',
+  '/api/currencies/:code',
+  '/healthz',
+  '/readyz',
+  '/openapi.json',
+  '/metrics',
+  '/docs',
+  '/docs/json',
+  '/docs/yaml',
+  '/docs/static/*',
+];
+
+/** The statuses a full run must have met besides 200: proof that the generators reach each rule. */
+const REACHED_STATUSES = [304, 400, 404, 405, 406, 412, 413, 415, 422, 431];
+
+/** The codes the contract (and the README's table for statuses it leaves open) gives each error status. */
+const ERROR_CODES: Record<number, readonly string[]> = {
+  400: ['VALIDATION_ERROR', 'MALFORMED_JSON', 'BAD_REQUEST'],
+  404: ['NOT_FOUND'],
+  405: ['METHOD_NOT_ALLOWED'],
+  406: ['NOT_ACCEPTABLE'],
+  408: ['REQUEST_TIMEOUT'],
+  412: ['PRECONDITION_FAILED'],
+  413: ['PAYLOAD_TOO_LARGE'],
+  415: ['UNSUPPORTED_MEDIA_TYPE'],
+  // The documentation's static files honour Range (RFC 9110, 14.2). The contract leaves the status
+  // open, and the README names the code of such a status by its reason phrase.
+  416: ['RANGE_NOT_SATISFIABLE'],
+  422: ['UNSUPPORTED_CURRENCY'],
+  429: ['RATE_LIMIT_EXCEEDED'],
+  431: ['REQUEST_HEADER_FIELDS_TOO_LARGE'],
+};
+
+/**
+ * Statuses that may be answered to bytes that are not an HTTP request at all: with no request parsed,
+ * there is no client id to reuse, and the answer gets a new one.
+ */
+const NOT_HTTP = new Set([400, 408, 431]);
+const SAFE_REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+const UTC_TIMESTAMP = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
+const INJECTABLE_METHODS = new Set([...METHODS, ...METHODS.map((method) => method.toLowerCase())]);
+const PROFILE_TAG = /^"\d+"$/;
+const WRITE_METHODS = new Set(['POST', 'PUT', 'PATCH']);
+
+/** What would betray the server's insides: stack frames, source locations, its own paths. */
+const LEAKS = [
+  /\bat [^\s()]*\s?\(?(?:file:\/\/|node:|\/)[^\s()]*:\d+:\d+/g,
+  /file:\/\//g,
+  /node_modules/g,
+  new RegExp(process.cwd().replace(/[.*+?^${}()|[\]\\]/g, '\\$&'), 'g'),
+  /\/work\//g,
+  /\.[cm]?[jt]sx?:\d+/g,
+  /\bsrc\//g,
+];
+
+// Built-ins a polluting parser or merge would write to: their own properties, snapshotted.
+const GUARDED: Record<string, object> = {
+  Object,
+  'Object.prototype': Object.prototype,
+  'Array.prototype': Array.prototype,
+  'Function.prototype': Function.prototype,
+  'String.prototype': String.prototype,
+};
+function snapshotBuiltIns(): Record<string, [PropertyKey, PropertyDescriptor | undefined][]> {
+  return Object.fromEntries(
+    Object.entries(GUARDED).map(([name, target]) => [
+      name,
+      Reflect.ownKeys(target).map((key) => [key, Reflect.getOwnPropertyDescriptor(target, key)]),
+    ]),
+  );
+}
+
+function header(request: FuzzRequest, name: string): string[] {
+  return request.headers.filter(([key]) => key.toLowerCase() === name).map(([, value]) => value);
+}
+
+function decoded(text: string): string {
+  try {
+    return decodeURIComponent(text.replaceAll('+', ' '));
+  } catch {
+    return text;
+  }
+}
+
+/** Everything the client sent, raw and percent-decoded: what a response may legitimately repeat. */
+function sentText(request: FuzzRequest): string {
+  const target = request.path + request.query;
+  const parts = [target, decoded(target), ...request.query.split(/[?&;=]/).map(decoded)];
+  parts.push(...request.headers.flat(), request.body?.toString('utf8') ?? '');
+  return parts.join('\n');
+}
+
+/** The response's strings, keys included, gathered without recursion (bodies may nest deeply). */
+function stringsOf(value: unknown): string[] {
+  const strings: string[] = [];
+  const pending = [value];
+  while (pending.length > 0) {
+    const item = pending.pop();
+    if (typeof item === 'string') strings.push(item);
+    else if (item !== null && typeof item === 'object') {
+      for (const [key, member] of Object.entries(item)) pending.push(key, member);
+    }
+  }
+  return strings;
+}
+
+function parsed(res: TestResponse, context: string): unknown {
+  try {
+    return res.json();
+  } catch {
+    assert.fail(`the body is not JSON: ${context}`);
+  }
+}
+
+/** The text of a response the leak check reads: none of the echo's body, which is the client's own. */
+function inspectedTexts(res: TestResponse): string[] {
+  const texts = Object.entries(res.headers).map(([name, value]) => `${name}: ${String(value)}`);
+  const type = String(res.headers['content-type'] ?? '');
+  const ok = res.status >= 200 && res.status < 300;
+  if (ok && res.text.startsWith('{"received":')) return texts;
+  // The documentation page's own scripts and style sheets are Swagger UI's, not the server's state.
+  if (ok && !type.startsWith('application/json') && !type.startsWith('text/plain')) return texts;
+  if (type.startsWith('application/json') && res.text !== '') {
+    try {
+      return [...texts, ...stringsOf(res.json())];
+    } catch {
+      // Not JSON after all: read as text below, and the envelope check reports it.
+    }
+  }
+  return [...texts, res.text];
+}
+
+function assertNoLeak(request: FuzzRequest, res: TestResponse, context: string): void {
+  const sent = sentText(request);
+  for (const text of inspectedTexts(res)) {
+    for (const pattern of LEAKS) {
+      for (const [match] of text.matchAll(pattern)) {
+        // A path or value the client sent may come back in a message; only what it did not send leaks.
+        assert.ok(sent.includes(match), `leaked ${JSON.stringify(match)} in ${text.slice(0, 300)}: ${context}`);
+      }
+    }
+  }
+}
+
+function assertEnvelopeShape(request: FuzzRequest, res: TestResponse, rateLimited: boolean, context: string): void {
+  const codes = ERROR_CODES[res.status];
+  assert.ok(codes !== undefined, `status ${res.status} is not in the contract's table: ${context}`);
+  if (res.status === 429) {
+    assert.ok(rateLimited, `429 with rate limiting off: ${context}`);
+    assert.match(String(res.headers['retry-after']), /^[1-9]\d*$/, `429 without Retry-After: ${context}`);
+  }
+  if (res.status === 405) {
+    assert.match(String(res.headers.allow), /^[A-Z]+(?:, [A-Z]+)*$/, `405 without Allow: ${context}`);
+  }
+  assert.equal(res.headers['content-type'], 'application/json; charset=utf-8', context);
+  // A HEAD answer has the GET answer's headers and no body.
+  if (request.method.toUpperCase() === 'HEAD' && res.text === '') return;
+  const body = parsed(res, context) as { error?: Record<string, unknown> };
+  assert.deepEqual(Object.keys(body), ['error'], context);
+  const error = body.error as Record<string, unknown>;
+  assert.deepEqual(Object.keys(error), ['code', 'message', 'details', 'timestamp', 'request_id'], context);
+  assert.ok(codes.includes(error.code as string), `code ${String(error.code)} for ${res.status}: ${context}`);
+  assert.ok(typeof error.message === 'string' && error.message !== '', context);
+  assert.ok(Array.isArray(error.details), context);
+  for (const detail of error.details) {
+    assert.deepEqual(Object.keys(detail), ['field', 'message', 'value'], context);
+    assert.equal(typeof detail.field, 'string', context);
+    assert.equal(typeof detail.message, 'string', context);
+  }
+  assert.match(String(error.timestamp), UTC_TIMESTAMP, context);
+  assert.equal(error.request_id, res.headers['x-request-id'], context);
+}
+
+function assertSuccessShape(request: FuzzRequest, res: TestResponse, context: string): void {
+  const type = res.headers['content-type'];
+  if (type === undefined || res.text === '' || request.method.toUpperCase() === 'HEAD') return;
+  if (String(type).startsWith('application/json')) {
+    assert.equal(type, 'application/json; charset=utf-8', context);
+    parsed(res, context);
+  } else {
+    // Only the metrics and the documentation page answer in anything but JSON.
+    assert.match(request.path, /metrics|docs/i, `a ${String(type)} answer: ${context}`);
+  }
+}
+
+interface Snapshot {
+  profile: unknown;
+  etag: string;
+}
+
+/** One app under fuzzing, what it was sent, and the profile it must hold. */
+class FuzzedApp {
+  requests = 0;
+  /** How many answers had each status. */
+  readonly statuses = new Map<number, number>();
+  /** The route templates that gave a 2xx answer: the generators reach past the 404. */
+  readonly succeeded = new Set<string>();
+  readonly logs = new LogCapture();
+  readonly store = new MemoryProfileStore();
+  expected: Snapshot = { profile: null, etag: '' };
+  app!: FastifyInstance;
+  port = 0;
+
+  constructor(readonly rateLimited: boolean) {}
+
+  async start(): Promise<void> {
+    const config = testConfig({
+      logLevel: 'error',
+      bodyLimit: FUZZ_BODY_LIMIT,
+      rateLimitMax: this.rateLimited ? RATE_LIMIT_MAX : 0,
+      // With rate limiting on, X-Forwarded-For names the client, garbage included.
+      trustProxy: this.rateLimited,
+    });
+    this.app = await buildApp(config, { logStream: this.logs, profileStore: this.store });
+    this.app.addHook('onResponse', async (request, reply) => {
+      if (reply.statusCode < 300 && request.routeOptions.url !== undefined) {
+        this.succeeded.add(request.routeOptions.url);
+      }
+    });
+    await this.app.listen({ host: '127.0.0.1', port: 0 });
+    this.port = (this.app.server.address() as { port: number }).port;
+    this.expected = await this.stored();
+  }
+
+  async stored(): Promise<Snapshot> {
+    const { profile, version } = await this.store.get();
+    return { profile: { ...profile }, etag: entityTag(version) };
+  }
+
+  /** The request with `CURRENT_ETAG` made the profile's current tag. */
+  prepared(request: FuzzRequest): FuzzRequest {
+    const headers = request.headers.map(([name, value]): [string, string] => [
+      name,
+      value.replaceAll(CURRENT_ETAG, this.expected.etag),
+    ]);
+    return { ...request, headers };
+  }
+
+  async inject(generated: FuzzRequest): Promise<void> {
+    // app.inject takes only the methods Node knows, in upper or lower case, and no empty URL; the
+    // wire takes any token and any target.
+    if (!INJECTABLE_METHODS.has(generated.method) || generated.path === '') return this.socket(generated, []);
+    const request = this.prepared(generated);
+    const res = await this.app.inject({
+      method: request.method as 'GET',
+      url: request.path + request.query,
+      headers: Object.fromEntries(request.headers),
+      ...(request.body !== undefined && { payload: request.body }),
+    });
+    await this.check(request, { status: res.statusCode, headers: res.headers, text: res.body, json: () => res.json() });
+  }
+
+  async socket(generated: FuzzRequest, rawHeaders: [string, string][]): Promise<void> {
+    const request = this.prepared(generated);
+    const head = [
+      `${request.method} ${request.path}${request.query} HTTP/1.1`,
+      'Host: localhost',
+      ...[...request.headers, ...rawHeaders].map(([name, value]) => `${name}: ${value}`),
+      ...(request.body === undefined ? [] : [`Content-Length: ${request.body.length}`]),
+      'Connection: close',
+      '',
+      '',
+    ].join('\r\n');
+    const bytes = Buffer.concat([Buffer.from(head, 'utf8'), request.body ?? Buffer.alloc(0)]);
+    const answer = await exchange(this.port, bytes);
+    assert.ok(answer !== '', `no answer to ${JSON.stringify(head)}`);
+    await this.check({ ...request, headers: [...request.headers, ...rawHeaders] }, parseRawResponse(answer));
+  }
+
+  /** Every invariant, for each response, whichever way it was sent. */
+  async check(request: FuzzRequest, res: TestResponse): Promise<void> {
+    this.requests++;
+    this.statuses.set(res.status, (this.statuses.get(res.status) ?? 0) + 1);
+    const context = `${describeRequest(request)} → ${res.status} ${abridged(res.text, 300)}`;
+    assert.ok(res.status < 500, `a ${res.status}: ${context}`);
+    const id = res.headers['x-request-id'];
+    assert.ok(typeof id === 'string' && SAFE_REQUEST_ID.test(id), `X-Request-Id ${String(id)}: ${context}`);
+    const sentIds = header(request, 'x-request-id');
+    if (sentIds.length === 1 && SAFE_REQUEST_ID.test(sentIds[0] as string) && !NOT_HTTP.has(res.status)) {
+      assert.equal(id, sentIds[0], context);
+    }
+    if (res.status >= 400) assertEnvelopeShape(request, res, this.rateLimited, context);
+    else assertSuccessShape(request, res, context);
+    assertNoLeak(request, res, context);
+    await this.checkProfile(request, res, context);
+  }
+
+  /** The profile changes only by a successful write, and then to what that write answered. */
+  async checkProfile(request: FuzzRequest, res: TestResponse, context: string): Promise<void> {
+    // The profile's tags are version numbers; the documentation's static files have tags of their own.
+    const etag = typeof res.headers.etag === 'string' && PROFILE_TAG.test(res.headers.etag) ? res.headers.etag : null;
+    const succeeded = res.status >= 200 && res.status < 300 && etag !== null;
+    if (succeeded && WRITE_METHODS.has(request.method.toUpperCase())) {
+      this.expected = { profile: res.json(), etag };
+    } else if (etag !== null) {
+      assert.equal(etag, this.expected.etag, `a read's ETag: ${context}`);
+      if (res.status === 200 && res.text !== '') assert.deepEqual(res.json(), this.expected.profile, context);
+    }
+    assert.deepEqual(await this.stored(), this.expected, `the profile changed: ${context}`);
+  }
+
+  errorLines(): Record<string, unknown>[] {
+    return this.logs.lines.filter((line) => Number(line.level) >= 50);
+  }
+}
+
+/** Writes raw bytes and reads until the server closes: the answer, even if the server closed before reading all. */
+function exchange(port: number, bytes: Buffer): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    const socket = connect(port, '127.0.0.1', () => socket.write(bytes));
+    socket.setTimeout(10_000, () => socket.destroy(new Error('no answer within 10 s')));
+    socket.on('data', (chunk: Buffer) => chunks.push(chunk));
+    socket.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
+    socket.on('error', (error: NodeJS.ErrnoException) => {
+      // The server may answer (a 413, a 400) and close before the rest of a large request is written.
+      if (chunks.length > 0 && (error.code === 'ECONNRESET' || error.code === 'EPIPE')) {
+        resolve(Buffer.concat(chunks).toString('utf8'));
+      } else reject(error);
+    });
+  });
+}
+
+describe('fuzz: every route, random requests', () => {
+  const builtIns = snapshotBuiltIns();
+  const fuzzed = new FuzzedApp(false);
+  before(() => fuzzed.start());
+  after(() => fuzzed.app.close());
+
+  it(`answers ${INJECT_RUNS} requests through app.inject within the invariants`, async () => {
+    await fc.assert(
+      fc.asyncProperty(fuzzRequest, (request) => fuzzed.inject(request)),
+      { seed: SEED, numRuns: INJECT_RUNS, includeErrorInReport: true },
+    );
+  });
+
+  it(`answers ${HTTP_RUNS} requests as raw bytes over sockets within the same invariants`, async () => {
+    await fc.assert(
+      fc.asyncProperty(fuzzRequest, rawHeaders, (request, raw) => fuzzed.socket(request, raw)),
+      { seed: SEED, numRuns: HTTP_RUNS, includeErrorInReport: true },
+    );
+  });
+
+  it('sent every request, logged no error, and left the built-in prototypes untouched', () => {
+    assert.ok(fuzzed.requests >= RUNS, `${fuzzed.requests} requests`);
+    assert.deepEqual(fuzzed.errorLines(), []);
+    assert.deepEqual(snapshotBuiltIns(), builtIns);
+    // What the polluting bodies and query strings try to set, and what the profile's fields would leak as.
+    for (const key of [POLLUTED_PROPERTY, 'name', 'email', 'bio']) {
+      assert.equal(({} as Record<string, unknown>)[key], undefined, key);
+      assert.equal(([] as unknown as Record<string, unknown>)[key], undefined, key);
+    }
+  });
+
+  it('reached a 2xx on every route, and every status the contract names but 408, 429 and the 5xx', {
+    skip: RUNS < DEFAULT_RUNS && 'judged on full runs only',
+  }, () => {
+    for (const route of ROUTES) assert.ok(fuzzed.succeeded.has(route), `no 2xx from ${route}`);
+    for (const status of REACHED_STATUSES) {
+      assert.ok(fuzzed.statuses.has(status), `no ${status} among ${[...fuzzed.statuses.keys()].join(', ')}`);
+    }
+  });
+});
+
+describe('fuzz: rate limiting on', () => {
+  const fuzzed = new FuzzedApp(true);
+  before(() => fuzzed.start());
+  after(() => fuzzed.app.close());
+
+  it(`answers ${RATE_LIMITED_RUNS} requests within the invariants, a 429 with Retry-After allowed`, async () => {
+    await fc.assert(
+      fc.asyncProperty(fuzzRequest, (request) => fuzzed.inject(request)),
+      { seed: SEED, numRuns: RATE_LIMITED_RUNS, includeErrorInReport: true },
+    );
+    assert.deepEqual(fuzzed.errorLines(), []);
+    assert.ok(fuzzed.statuses.has(429), 'the rate limit was reached');
+  });
+});
