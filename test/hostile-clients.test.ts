@@ -157,43 +157,36 @@ describe('hostile clients, against the server process', () => {
   });
   after(() => killAllServers());
 
-  it('cuts off clients sending their headers a byte a second after HEADERS_TIMEOUT_MS, with a 408', async () => {
-    const attacks = Array.from({ length: ATTACKERS }, () =>
-      slowClient(server.port, 'GET /api/hello HTTP/1.1\r\n', `Host: x\r\nX-Slow: ${'s'.repeat(60)}\r\n\r\n`, 1_000),
-    );
-    const [during, results] = await Promise.all([measureLatency(origin, Promise.all(attacks)), Promise.all(attacks)]);
+  /**
+   * ATTACKERS clients each writing `head`, then `dribble` a byte a second: each must get a 408
+   * and be closed once `limitMs` is up, while the well-behaved client is served as usual.
+   */
+  async function assertSlowClientsCutOff(head: string, dribble: string, limitMs: number): Promise<void> {
+    const attacks = Promise.all(Array.from({ length: ATTACKERS }, () => slowClient(server.port, head, dribble, 1_000)));
+    const [during, results] = await Promise.all([measureLatency(origin, attacks), attacks]);
     for (const { response } of results) assertCutOff(response, 408, 'REQUEST_TIMEOUT');
     assertOnTime(
       results.map((r) => r.elapsedMs),
-      HEADERS_TIMEOUT_MS,
+      limitMs,
     );
     assertNormalLatency(during, quiet);
+  }
+
+  it('cuts off clients sending their headers a byte a second after HEADERS_TIMEOUT_MS, with a 408', async () => {
+    const dribble = `Host: x\r\nX-Slow: ${'s'.repeat(60)}\r\n\r\n`;
+    await assertSlowClientsCutOff('GET /api/hello HTTP/1.1\r\n', dribble, HEADERS_TIMEOUT_MS);
   });
 
   it('cuts off clients sending their bodies a byte a second after REQUEST_TIMEOUT_MS, with a 408', async () => {
     const body = `{"slow":"${'s'.repeat(60)}"}`;
     const head = `POST /api/echo HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n`;
-    const attacks = Array.from({ length: ATTACKERS }, () => slowClient(server.port, head, body, 1_000));
-    const [during, results] = await Promise.all([measureLatency(origin, Promise.all(attacks)), Promise.all(attacks)]);
-    for (const { response } of results) assertCutOff(response, 408, 'REQUEST_TIMEOUT');
-    assertOnTime(
-      results.map((r) => r.elapsedMs),
-      REQUEST_TIMEOUT_MS,
-    );
-    assertNormalLatency(during, quiet);
+    await assertSlowClientsCutOff(head, body, REQUEST_TIMEOUT_MS);
   });
 
   it('cuts off clients whose body claims more bytes than they send after REQUEST_TIMEOUT_MS, with a 408', async () => {
     const head =
       'PUT /api/profile HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{"name":"';
-    const attacks = Array.from({ length: ATTACKERS }, () => slowClient(server.port, head, '', 1_000));
-    const [during, results] = await Promise.all([measureLatency(origin, Promise.all(attacks)), Promise.all(attacks)]);
-    for (const { response } of results) assertCutOff(response, 408, 'REQUEST_TIMEOUT');
-    assertOnTime(
-      results.map((r) => r.elapsedMs),
-      REQUEST_TIMEOUT_MS,
-    );
-    assertNormalLatency(during, quiet);
+    await assertSlowClientsCutOff(head, '', REQUEST_TIMEOUT_MS);
     // Nothing of the half-sent bodies was written.
     const profile = await fetch(`${origin}/api/profile`);
     assert.deepEqual(await profile.json(), { name: null, email: null, bio: null });
