@@ -20,8 +20,11 @@ import { exitOf, killAllServers, type RunningServer, readLog, startServer } from
 const HEADERS_TIMEOUT_MS = 2_000;
 const REQUEST_TIMEOUT_MS = 4_000;
 const KEEP_ALIVE_TIMEOUT_MS = 2_000;
-/** How late a cut-off may come: Node checks the timeouts every 500 ms here, on a busy machine. */
-const LATE_MS = 1_500;
+/**
+ * How late a cut-off may come: Node checks the timeouts every 500 ms here, and a machine running
+ * other test files lags; a client never cut off would wait for the test's own timeout.
+ */
+const LATE_MS = 3_000;
 /** Node's limit on the size of a request's headers. */
 const MAX_HEADER_BYTES = 16 * 1024;
 /** Attackers of each kind: within the open-file limit of a default shell (1024), both ends counted. */
@@ -75,15 +78,15 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const round = (ms: number) => Math.round(ms * 10) / 10;
 
 /**
- * Every request answered 200, with a p99 within five times the quiet one, or 100 ms: a blocked
- * server shows as seconds, while a test machine running other suites at once adds tens of ms.
+ * Every request answered 200, with a p99 within five times the quiet one, or 200 ms: a blocked
+ * server shows as seconds, while a test machine running other suites at once adds up to a hundred ms.
  */
 function assertNormalLatency(during: Latency, quiet: Latency): void {
   const summary = `quiet: ${quiet.requests} requests, p50 ${round(quiet.p50)} ms, p99 ${round(quiet.p99)} ms; under attack: ${during.requests} requests, p50 ${round(during.p50)} ms, p99 ${round(during.p99)} ms, max ${round(during.max)} ms`;
   console.log(`  latency of a well-behaved client: ${summary}`);
   assert.deepEqual(during.failures, [], summary);
   assert.ok(during.requests >= 50, `served too few requests meanwhile: ${summary}`);
-  assert.ok(during.p99 <= Math.max(5 * quiet.p99, 100), `latency under attack: ${summary}`);
+  assert.ok(during.p99 <= Math.max(5 * quiet.p99, 200), `latency under attack: ${summary}`);
 }
 
 /** The attacks all end the same way: the error envelope, and the connection closed by the server. */

@@ -11,12 +11,18 @@ import { MIX } from './mix.js';
 /**
  * The soak: the built server with its production defaults (info logs to a file, rate limiting on
  * with a limit it never reaches, metrics, security headers) driven at full speed with every
- * endpoint for SOAK_SECONDS (120 by default), its resident memory read every second. It must
- * answer every request with the status that request must get, and its memory must not grow over
- * the second half. The figures go to test/artifacts/soak.json and into RELIABILITY.md.
+ * endpoint for SOAK_SECONDS (120 by default) after a warm-up of WARM_UP_SECONDS at the same load,
+ * its resident memory read every second. It must answer every request, warm-up included, with
+ * the status that request must get, and its memory must not grow over the second half. The figures go to test/artifacts/soak.json and into RELIABILITY.md.
  */
 
 const SECONDS = Number(process.env.SOAK_SECONDS ?? 120);
+/**
+ * The heap grows to its working size over the first some 80,000 requests (40 s on the machine
+ * this was written on) and stays there; a slower machine takes longer, and that growth is not to
+ * be read as a leak.
+ */
+const WARM_UP_SECONDS = 30;
 const CONNECTIONS = 50;
 /**
  * Growth over the second half above which memory is taken to be leaking, in MiB per minute: a leak
@@ -47,8 +53,8 @@ const round = (n: number, digits = 1) => Math.round(n * 10 ** digits) / 10 ** di
 describe('soak: the server process at full speed on every endpoint', () => {
   after(() => killAllServers());
 
-  it(`answers every request as it must for ${SECONDS} s, its memory flat over the second half`, {
-    timeout: (SECONDS + 120) * 1000,
+  it(`answers every request as it must for ${WARM_UP_SECONDS} + ${SECONDS} s, its memory flat over the second half`, {
+    timeout: (WARM_UP_SECONDS + SECONDS + 120) * 1000,
   }, async () => {
     const logFile = join(await mkdtemp(join(tmpdir(), 'soak-')), 'server.log');
     const server = await startServer({ RATE_LIMIT_MAX: String(2 ** 31 - 1) }, [], { logFile });
@@ -73,7 +79,7 @@ describe('soak: the server process at full speed on every endpoint', () => {
     const result = await autocannon({
       url: `http://127.0.0.1:${server.port}`,
       connections: CONNECTIONS,
-      duration: SECONDS,
+      duration: WARM_UP_SECONDS + SECONDS,
       requests: MIX.map(({ status: _, headers, ...request }, index) => ({
         ...request,
         headers: { ...headers, 'x-request-id': `mix-${index}` },
@@ -86,9 +92,12 @@ describe('soak: the server process at full speed on every endpoint', () => {
     assert.deepEqual(exitOf(await server.exited), { code: 0, signal: null });
     const lines = await readLog(logFile);
 
-    const secondHalf = samples.filter((s) => s.second >= SECONDS / 2).map((s) => ({ x: s.second / 60, y: s.rss }));
+    const secondHalf = samples
+      .filter((s) => s.second >= WARM_UP_SECONDS + SECONDS / 2)
+      .map((s) => ({ x: s.second / 60, y: s.rss }));
     const figures = {
       seconds: SECONDS,
+      warm_up_seconds: WARM_UP_SECONDS,
       connections: CONNECTIONS,
       requests: result.requests.total,
       // No latency: autocannon's figures for a sequence of different requests break Little's law.
@@ -101,6 +110,7 @@ describe('soak: the server process at full speed on every endpoint', () => {
       error_log_lines: lines.filter((line) => Number(line.level) >= 50).length,
       rss_mib: {
         start: round(samples[0]?.rss ?? Number.NaN),
+        after_warm_up: round(samples.find((s) => s.second >= WARM_UP_SECONDS)?.rss ?? Number.NaN),
         peak: round(Math.max(...samples.map((s) => s.rss))),
         end: round(samples.at(-1)?.rss ?? Number.NaN),
         second_half_slope_per_min: round(slope(secondHalf), 2),

@@ -12,7 +12,9 @@ import { LogCapture } from '../helpers.js';
 import { REDIS_SERVER_MISSING, REDIS_SKIP_REASON, RedisServer } from '../redis-server.js';
 import { ADA, profileStoreContract } from './profile-store-contract.js';
 
-const TIMEOUT_MS = 200;
+// Twice the default: with three test files at a time on two cores, a reply can wait that long in a
+// busy event loop, and a test of many writers at once must not time out.
+const TIMEOUT_MS = 1_000;
 // What a busy CI machine may add to a call that fails at its timeout; far below a stalled call.
 const MARGIN_MS = 300;
 
