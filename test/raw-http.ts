@@ -1,3 +1,4 @@
+import assert from 'node:assert/strict';
 import { connect, type Socket } from 'node:net';
 import { performance } from 'node:perf_hooks';
 
@@ -131,4 +132,37 @@ export function slowClient(
       if (error.code !== 'EPIPE' && error.code !== 'ECONNRESET') reject(error);
     });
   });
+}
+
+export const SLOW_BODY = '{"slow":true}';
+const SENT_FIRST = 4;
+
+export interface HeldRequest {
+  socket: Socket;
+  reader: ResponseReader;
+  /** The part of the body not sent yet. */
+  rest: string;
+}
+
+/**
+ * Starts POST /api/echo on a new connection and sends only the first bytes of its body, so
+ * the request stays in flight until the rest is written. `Expect: 100-continue` makes the
+ * server answer `100 Continue` once it has read the headers and dispatched the request, so
+ * the test knows the request is in flight before it signals the process, without sleeping.
+ */
+export async function holdEchoRequest(port: number): Promise<HeldRequest> {
+  const socket = await connectTo(port);
+  const reader = new ResponseReader(socket);
+  socket.write(
+    'POST /api/echo HTTP/1.1\r\n' +
+      `Host: 127.0.0.1:${port}\r\n` +
+      'Content-Type: application/json\r\n' +
+      `Content-Length: ${Buffer.byteLength(SLOW_BODY)}\r\n` +
+      'Expect: 100-continue\r\n' +
+      '\r\n' +
+      SLOW_BODY.slice(0, SENT_FIRST),
+  );
+  const interim = await reader.next();
+  assert.equal(interim.status, 100, 'the server has read the headers');
+  return { socket, reader, rest: SLOW_BODY.slice(SENT_FIRST) };
 }

@@ -5,18 +5,22 @@ import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { after, describe, it } from 'node:test';
 import { Client } from 'undici';
+import { holdEchoRequest, SLOW_BODY } from '../raw-http.js';
 import { exitOf, killAllServers, readLog, startServer, withTimeout } from '../server-process.js';
 import { MIX } from './mix.js';
 
 /**
  * SIGTERM in the middle of a load run: every request the server accepted (and so logged) gets its
  * whole response, with the status it must get; a request the server never read fails on the
- * client and is not in the log; the process exits 0 within SHUTDOWN_TIMEOUT_MS.
+ * client and is not in the log; the process exits 0 within SHUTDOWN_TIMEOUT_MS. Besides the load,
+ * a few requests are held half-sent across the signal: accepted for certain, they must finish,
+ * which tells a drain from a server that drops what it has in hand.
  */
 
 const CONNECTIONS = 50;
 const LOAD_BEFORE_SIGNAL_MS = 3_000;
 const SHUTDOWN_TIMEOUT_MS = 10_000;
+const HELD_REQUESTS = 5;
 
 interface Sent {
   id: string;
@@ -74,11 +78,22 @@ describe('shutdown under load', () => {
     const load = Promise.all(Array.from({ length: CONNECTIONS }, (_, connection) => drive(origin, connection, sent)));
 
     await new Promise((resolve) => setTimeout(resolve, LOAD_BEFORE_SIGNAL_MS));
+    const held = await Promise.all(Array.from({ length: HELD_REQUESTS }, () => holdEchoRequest(server.port)));
     const signalledAt = performance.now();
     server.child.kill('SIGTERM');
+    // The rest of each held body comes while the server drains, under the load's last requests.
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    const heldAnswers = Promise.all(
+      held.map(({ socket, reader, rest }) => {
+        socket.write(rest);
+        return reader.next();
+      }),
+    );
     const exit = await withTimeout(server.exited, SHUTDOWN_TIMEOUT_MS + 5_000, 'exit after SIGTERM');
     const exitedAfterMs = exit.at - signalledAt;
     await withTimeout(load, 5_000, 'the clients to stop');
+    const heldResponses = await withTimeout(heldAnswers, 5_000, 'the held requests');
+    for (const { socket } of held) socket.destroy();
 
     const logged = new Map<string, number>();
     for (const line of await readLog(logFile)) {
@@ -95,6 +110,7 @@ describe('shutdown under load', () => {
       answered: answered.length,
       answered_after_signal: answered.filter((s) => s.endedAt > signalledAt).length,
       in_flight_at_signal: inFlightAtSignal.length,
+      held_across_signal: heldResponses.map((res) => res.status),
       failed_unaccepted: failed.length,
       failure_kinds: [...new Set(failed.map((s) => s.error))],
       exit: exitOf(exit),
@@ -103,6 +119,10 @@ describe('shutdown under load', () => {
     console.log(`shutdown under load: ${JSON.stringify(figures)}`);
 
     assert.deepEqual(exitOf(exit), { code: 0, signal: null });
+    for (const res of heldResponses) {
+      assert.equal(res.status, 200, res.text);
+      assert.deepEqual(res.json().received, JSON.parse(SLOW_BODY));
+    }
     assert.ok(exitedAfterMs < SHUTDOWN_TIMEOUT_MS, `exited ${exitedAfterMs} ms after SIGTERM`);
     assert.ok(inFlightAtSignal.length >= CONNECTIONS / 2, 'the signal came in the middle of the load');
     for (const s of answered) {
