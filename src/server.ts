@@ -1,8 +1,8 @@
 #!/usr/bin/env node
 import type { FastifyInstance } from 'fastify';
-import { destination } from 'pino';
 import { helpText, versionText } from './cli.js';
 import { type Config, ConfigError, loadConfig, parseCommandLine } from './config.js';
+import { logDestination } from './lib/log-destination.js';
 
 /**
  * Process entry: read the configuration, listen, and shut down gracefully on SIGTERM/SIGINT:
@@ -11,9 +11,8 @@ import { type Config, ConfigError, loadConfig, parseCommandLine } from './config
  * SHUTDOWN_TIMEOUT_MS, it exits 1. A second signal forces an immediate exit 1.
  */
 
-// Log lines are written asynchronously: under load many go out in one system call, instead of
-// one blocking write per request. So every exit below first waits for the lines still buffered.
-const logStream = destination({ dest: 1, sync: false });
+// Log lines are written asynchronously, so every exit below first waits for those still buffered.
+const logs = logDestination();
 
 let exiting = false;
 
@@ -22,8 +21,7 @@ function exitAfterLogs(code: number): void {
   if (exiting) return;
   exiting = true;
   setTimeout(() => process.exit(code), 1000).unref();
-  logStream.once('close', () => process.exit(code));
-  logStream.end();
+  logs.end(() => process.exit(code));
 }
 
 let config: Config;
@@ -37,7 +35,7 @@ process.on('SIGINT', shutdown);
 async function shutdown(signal: NodeJS.Signals): Promise<void> {
   if (stopping) {
     app?.log.warn({ signal }, 'second signal: exiting without waiting');
-    if (!exiting) logStream.flushSync();
+    if (!exiting) logs.flushSync();
     process.exit(1);
   }
   stopping = true;
@@ -68,7 +66,7 @@ try {
 
 // Loaded only once the configuration is known to be good, so a bad one fails fast.
 const { buildApp } = await import('./app.js');
-app = await buildApp(config, { logStream });
+app = await buildApp(config, { logStream: logs.stream });
 try {
   await app.listen({ port: config.port, host: config.host });
 } catch (error) {

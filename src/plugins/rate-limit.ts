@@ -1,9 +1,10 @@
-import fastifyRateLimit, { type FastifyRateLimitStore, type FastifyRateLimitStoreCtor } from '@fastify/rate-limit';
-import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { isIPv6 } from 'node:net';
+import type { FastifyInstance, FastifyReply, FastifyRequest, onRequestHookHandler } from 'fastify';
 import fp from 'fastify-plugin';
+import { Address6 } from 'ip-address';
 import { errorResponses, rateLimitExceeded } from '../errors.js';
 import type { ApiPathTest } from '../lib/api-path.js';
-import type { RateLimitStore } from '../stores/rate-limit.js';
+import type { RateLimitCount, RateLimitStore } from '../stores/rate-limit.js';
 
 export interface RateLimitOptions {
   /** Requests per client and window; more than 0 (with 0 the plugin is not registered at all). */
@@ -25,63 +26,82 @@ const RETRY_AFTER_HEADER = {
 } as const;
 
 /**
- * Our store as @fastify/rate-limit wants one: a class it instantiates, with callbacks. Every
- * route shares a client's one counter, so a child store is the store itself.
+ * The client a request is counted for: its address, and an IPv6 client by its /64 network, since
+ * one host is commonly given all of it (an IPv4-mapped address counts as the IPv4 one).
  */
-function pluginStore(store: RateLimitStore): FastifyRateLimitStoreCtor {
-  return class implements FastifyRateLimitStore {
-    incr(key: string, callback: Parameters<FastifyRateLimitStore['incr']>[1], timeWindow: number): void {
-      store.incr(key, timeWindow).then(
-        (count) => callback(null, count),
-        (error: Error) => callback(error),
-      );
-    }
-    child(): FastifyRateLimitStore {
-      return this;
-    }
+export function clientKey(ip: string): string {
+  if (!ip.includes(':') || !isIPv6(ip)) return ip; // the test of an IPv4 address, cheaper than isIPv6 alone
+  const address = new Address6(ip);
+  if (address.isMapped4()) return address.to4().correctForm();
+  return new Address6(`${ip}/64`).startAddress().correctForm();
+}
+
+/** The response schemas of a limited route, with the headers the limiter adds to each answer. */
+function withLimitHeaders(schema: { response?: unknown }): void {
+  // Copies all the way down to the headers: one response schema may serve several routes.
+  const response: Record<string, { headers?: object }> = {
+    ...errorResponses(429),
+    ...(schema.response as Record<string, object> | undefined),
   };
+  for (const [status, sub] of Object.entries(response)) {
+    const headers = status === '429' ? { ...RATE_LIMIT_HEADERS, ...RETRY_AFTER_HEADER } : RATE_LIMIT_HEADERS;
+    response[status] = { ...sub, headers: { ...sub.headers, ...headers } };
+  }
+  schema.response = response;
 }
 
 /**
- * Rate limiting of every route under `/api` per client address (`request.ip`, so
- * X-Forwarded-For counts only with `trustProxy`; an IPv6 client is its /64 network, as
- * @fastify/rate-limit keys it). Answers, errors included, carry the RateLimit-* headers of the
- * IETF draft; the request over the limit gets a 429 with Retry-After, shaped like every error.
- * Requests to paths no route matches count too when they are under `/api`, so probing unknown
- * paths is no way around the limit.
+ * Rate limiting of every route under `/api` per client (`request.ip`, so X-Forwarded-For counts
+ * only with `trustProxy`; see `clientKey`), in fixed windows. Answers, errors included, carry the
+ * RateLimit-* headers of the IETF draft; the request over the limit gets a 429 with Retry-After,
+ * shaped like every error. Requests to paths no route matches count too when they are under
+ * `/api`, so probing unknown paths is no way around the limit. A store that fails (Redis
+ * unreachable) lets the request through: better unlimited than down.
+ *
+ * Its own hook rather than @fastify/rate-limit's: that one took about a third of the service's
+ * time per request (an async function, a promise and a result object per request, the route's
+ * options rebuilt to find its group, IPv6 tested by a long regular expression), where this one
+ * counts in memory synchronously, in constant time, with no allocation in a running window.
  */
 export const rateLimitPlugin = fp<RateLimitOptions>(
   async (app: FastifyInstance, { max, windowMs, store, isApiPath: limited }) => {
-    app.addHook('onRoute', (route) => {
-      const { schema } = route;
-      if (schema === undefined || !limited(route.url)) return;
-      // Copies all the way down to the headers: one response schema may serve several routes.
-      const response: Record<string, { headers?: object }> = {
-        ...errorResponses(429),
-        ...(schema.response as Record<string, object> | undefined),
-      };
-      for (const [status, sub] of Object.entries(response)) {
-        const headers = status === '429' ? { ...RATE_LIMIT_HEADERS, ...RETRY_AFTER_HEADER } : RATE_LIMIT_HEADERS;
-        response[status] = { ...sub, headers: { ...sub.headers, ...headers } };
-      }
-      schema.response = response;
-    });
+    const limit = String(max);
 
-    await app.register(fastifyRateLimit, {
-      // Applied by the hook below, not route by route: a path no route matches has no route options.
-      global: false,
-      max,
-      timeWindow: windowMs,
-      store: pluginStore(store),
-      enableDraftSpec: true,
-      // A store that fails (Redis unreachable) lets the request through: better unlimited than down.
-      skipOnError: true,
-      errorResponseBuilder: (_request, context) => rateLimitExceeded(context.max, Math.ceil(context.ttl / 1000)),
+    /** Sets the headers of a counted request, and refuses it once it is over the limit. */
+    function answer({ current, ttl }: RateLimitCount, reply: FastifyReply, done: (error?: Error) => void): void {
+      const reset = Math.ceil(ttl / 1000);
+      reply.header('ratelimit-limit', limit).header('ratelimit-reset', reset);
+      if (current <= max) {
+        reply.header('ratelimit-remaining', max - current);
+        done();
+        return;
+      }
+      reply.header('ratelimit-remaining', 0).header('retry-after', reset);
+      done(rateLimitExceeded(max, reset));
+    }
+
+    // What a request is answered with when the store failed: let through, as if first in a new window.
+    const uncounted: RateLimitCount = { current: 0, ttl: windowMs };
+
+    const count: onRequestHookHandler = (request: FastifyRequest, reply, done) => {
+      const counted = store.incr(clientKey(request.ip), windowMs);
+      if (!(counted instanceof Promise)) return answer(counted, reply, done);
+      counted.then(
+        (shared) => answer(shared, reply, done),
+        () => answer(uncounted, reply, done),
+      );
+    };
+
+    // Each limited route counts in a hook of its own, decided once here; a request no route
+    // matches is counted by the app's hook, when its path is under `/api`.
+    app.addHook('onRoute', (route) => {
+      if (!limited(route.url)) return;
+      if (route.schema !== undefined) withLimitHeaders(route.schema);
+      route.onRequest = [...[route.onRequest ?? []].flat(), count];
     });
-    const limit = app.rateLimit();
-    app.addHook('onRequest', async (request: FastifyRequest, reply) => {
-      const url = request.is404 ? (request.url.split('?', 1)[0] ?? '') : request.routeOptions.url;
-      if (url !== undefined && limited(url)) await limit.call(app, request, reply);
+    app.addHook('onRequest', (request, reply, done) => {
+      if (request.is404 && limited(request.url)) count.call(app, request, reply, done);
+      else done();
     });
   },
   { name: 'rate-limit', dependencies: ['errors'] },

@@ -15,12 +15,14 @@ export const DEFAULT_RATE_LIMIT_CAPACITY = 100_000;
  * restarts is moved to the end), so with one window length, as the service uses, the first key
  * is the oldest window: the first to expire, and the one given up when a new key arrives at capacity. That client then starts a
  * new window with its next request, so a flood of new addresses can only ever let the oldest
- * clients through early, never block anyone wrongly. Every call does a constant amount of work.
+ * clients through early, never block anyone wrongly. Every call does a constant amount of work,
+ * and one that counts in a running window allocates nothing: the answer is one reused object.
  */
 export class MemoryRateLimitStore implements RateLimitStore {
   readonly #windows = new Map<string, Window>();
   readonly #capacity: number;
   readonly #now: () => number;
+  readonly #lastAnswer = { current: 0, ttl: 0 };
 
   /** `now` is a monotonic clock in milliseconds, so that a change of the system time moves no window. */
   constructor(capacity = DEFAULT_RATE_LIMIT_CAPACITY, now: () => number = () => performance.now()) {
@@ -34,19 +36,25 @@ export class MemoryRateLimitStore implements RateLimitStore {
     return this.#windows.size;
   }
 
-  async incr(key: string, windowMs: number): Promise<RateLimitCount> {
+  incr(key: string, windowMs: number): RateLimitCount {
     const now = this.#now();
     this.#dropExpired(now);
     const window = this.#windows.get(key);
     if (window !== undefined && window.endsAt > now) {
       window.count += 1;
-      return { current: window.count, ttl: window.endsAt - now };
+      return this.#answer(window.count, window.endsAt - now);
     }
     // A new window goes to the end of the order; only a key not held yet can overfill the map.
     if (window !== undefined) this.#windows.delete(key);
     else if (this.#windows.size >= this.#capacity) this.#dropOldest();
     this.#windows.set(key, { count: 1, endsAt: now + windowMs });
-    return { current: 1, ttl: windowMs };
+    return this.#answer(1, windowMs); // not endsAt - now, which floating point may make a hair longer
+  }
+
+  #answer(current: number, ttl: number): RateLimitCount {
+    this.#lastAnswer.current = current;
+    this.#lastAnswer.ttl = ttl;
+    return this.#lastAnswer;
   }
 
   /**

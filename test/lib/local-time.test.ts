@@ -38,6 +38,20 @@ describe('localDateTime', () => {
   it('formats the current time by default', () => {
     assert.ok(Math.abs(new Date(localDateTime()).getTime() - Date.now()) < 1000);
   });
+
+  it('formats the current time in the zone TZ names now, even within the same second', () => {
+    // The current second is formatted once and reused; a new zone must not get the old one's text.
+    for (const zone of ['UTC', 'Asia/Kolkata', 'America/St_Johns', 'Pacific/Chatham', 'UTC']) {
+      process.env.TZ = zone;
+      const before = Date.now();
+      const text = localDateTime();
+      const after = Date.now();
+      assert.match(text, /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}$/);
+      const shown = Date.parse(`${text}Z`); // the local wall-clock time, read as if it were UTC
+      const offset = (instant: number) => -new Date(instant).getTimezoneOffset() * 60_000;
+      assert.ok(shown >= before + offset(before) && shown <= after + offset(after), `${zone}: ${text}`);
+    }
+  });
 });
 
 describe('utcDateTime', () => {

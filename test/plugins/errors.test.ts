@@ -49,6 +49,8 @@ for (const [transport, connectClient] of transports) {
       const res = await client.send({ path: '/api/hello' });
       assert.equal(res.status, 200, res.text);
       assert.equal(res.headers['ratelimit-remaining'], '1000');
+      assert.equal(res.headers['ratelimit-limit'], '1000');
+      assert.equal(res.headers['ratelimit-reset'], '60');
     });
   });
 

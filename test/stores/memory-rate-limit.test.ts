@@ -35,6 +35,12 @@ describe('MemoryRateLimitStore', () => {
     assert.deepEqual(await store.incr('a', 1000), { current: 2, ttl: 999 });
   });
 
+  it('answers a new window with its whole length, whatever the fraction of the clock', () => {
+    // (now + 60,000) - now is 60,000.000000000015 here, which would announce a 61 s reset.
+    const store = new MemoryRateLimitStore(10, () => 106983.18747639957);
+    assert.deepEqual(store.incr('a', 60_000), { current: 1, ttl: 60_000 });
+  });
+
   it('counts each key on its own', async () => {
     const clock = manualClock();
     const store = new MemoryRateLimitStore(10, clock.now);
