@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Config } from '../../src/config.js';
+import { clientKey } from '../../src/plugins/rate-limit.js';
 import { MemoryRateLimitStore } from '../../src/stores/memory-rate-limit.js';
 import { assertEnvelope, type Client, injectClient, type TestResponse, transports } from '../helpers.js';
 
@@ -177,5 +178,15 @@ describe('rate limiting per client address (inject)', () => {
     // The latest address (the 1000th, 10.0.3.231) keeps its count and gets its 429 on time.
     assert.equal((await from('10.0.3.231')).headers['ratelimit-remaining'], '0');
     assert.equal((await from('10.0.3.231')).statusCode, 429);
+  });
+});
+
+describe('clientKey', () => {
+  it('counts an IPv4 address as itself, an IPv6 one by its /64, and an IPv4-mapped one as the IPv4', () => {
+    assert.equal(clientKey('192.0.2.1'), '192.0.2.1');
+    assert.equal(clientKey('2001:db8:1:2:abcd::1'), '2001:db8:1:2::');
+    assert.equal(clientKey('2001:0DB8:0001:0002:0000:0000:0000:0001'), '2001:db8:1:2::');
+    assert.equal(clientKey('::ffff:192.0.2.1'), '192.0.2.1');
+    assert.equal(clientKey('::1'), '::');
   });
 });
