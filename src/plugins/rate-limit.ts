@@ -71,13 +71,13 @@ export const rateLimitPlugin = fp<RateLimitOptions>(
     /** Sets the headers of a counted request, and refuses it once it is over the limit. */
     function answer({ current, ttl }: RateLimitCount, reply: FastifyReply, done: (error?: Error) => void): void {
       const reset = Math.ceil(ttl / 1000);
-      reply.header('ratelimit-limit', limit).header('ratelimit-reset', reset);
+      const remaining = current <= max ? max - current : 0;
+      reply.header('ratelimit-limit', limit).header('ratelimit-remaining', remaining).header('ratelimit-reset', reset);
       if (current <= max) {
-        reply.header('ratelimit-remaining', max - current);
         done();
         return;
       }
-      reply.header('ratelimit-remaining', 0).header('retry-after', reset);
+      reply.header('retry-after', reset);
       done(rateLimitExceeded(max, reset));
     }
 
