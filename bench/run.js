@@ -5,6 +5,8 @@
  *
  *   npm run bench                       # 3 rounds of 5 s per endpoint and server
  *   npm run bench -- --rounds 2 --duration 3 --total 200000   # a quick look
+ *   npm run bench -- --baseline ../other-checkout   # adds another build of the service to the rounds
+ *   npm run bench -- --load autocannon              # wrk is used when installed
  *
  * Prints a Markdown report (the one BENCHMARKS.md quotes) and writes it, with the raw
  * figures as JSON, to bench/results/.
@@ -16,8 +18,8 @@ import { cpus, tmpdir, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
-import autocannon from 'autocannon';
 import { ENDPOINTS } from './endpoints.js';
+import { loadGenerator } from './load.js';
 
 const { values: options } = parseArgs({
   options: {
@@ -25,8 +27,11 @@ const { values: options } = parseArgs({
     duration: { type: 'string', default: '5' },
     connections: { type: 'string', default: '50' },
     total: { type: 'string', default: '1000000' },
+    load: { type: 'string' },
+    baseline: { type: 'string' },
   },
 });
+const LOAD = loadGenerator(options.load);
 const ROUNDS = Number(options.rounds);
 const DURATION_S = Number(options.duration);
 const CONNECTIONS = Number(options.connections);
@@ -62,11 +67,12 @@ async function firstOk(url, since, timeoutMs = 10_000) {
   }
 }
 
-/** The servers compared; the service's log goes to a file, at info level, as in production. */
-const SERVERS = [
-  {
-    key: 'service',
-    label: 'service',
+/** The service with its production defaults; its log goes to a file, at info level, as in production. */
+function serviceServer(key, label, checkout) {
+  return {
+    key,
+    label,
+    cwd: checkout,
     script: 'dist/server.js',
     env: {
       LOG_LEVEL: 'info',
@@ -74,10 +80,16 @@ const SERVERS = [
       METRICS_ENABLED: 'true',
       HOST: '127.0.0.1',
     },
-    log: join(tmpdir(), 'greeting-service-bench.log'),
-  },
-  { key: 'node', label: 'node:http', script: 'bench/servers/node-http.js', env: {} },
-  { key: 'express', label: 'Express 5', script: 'bench/servers/express.js', env: {} },
+    log: join(tmpdir(), `greeting-service-bench-${key}.log`),
+  };
+}
+
+/** The servers compared, the service first. */
+const SERVERS = [
+  serviceServer('service', 'service', root),
+  ...(options.baseline === undefined ? [] : [serviceServer('baseline', 'baseline', options.baseline)]),
+  { key: 'node', label: 'node:http', cwd: root, script: 'bench/servers/node-http.js', env: {} },
+  { key: 'express', label: 'Express 5', cwd: root, script: 'bench/servers/express.js', env: {} },
 ];
 
 async function start(server) {
@@ -85,7 +97,7 @@ async function start(server) {
   const stdout = server.log ? openSync(server.log, 'w') : 'ignore';
   const startedAt = performance.now();
   const child = spawn(process.execPath, [server.script], {
-    cwd: root,
+    cwd: server.cwd,
     env: { ...process.env, ...server.env, PORT: String(port) },
     stdio: ['ignore', stdout, 'inherit'],
   });
@@ -105,19 +117,14 @@ function sampleRss(pid, intervalMs) {
   const timer = setInterval(() => samples.push({ at: performance.now(), rss: rssBytes(pid) }), intervalMs);
   return {
     samples,
+    peak: () => Math.max(...samples.map((s) => s.rss)),
     stop: () => clearInterval(timer),
   };
 }
 
-function load(base, endpoint, extra) {
-  return autocannon({
-    url: base + endpoint.path,
-    method: endpoint.method,
-    headers: endpoint.headers,
-    body: endpoint.body,
-    connections: CONNECTIONS,
-    ...extra,
-  });
+async function answer(server, { method, path, headers, body }) {
+  const response = await fetch(server.base + path, { method, headers, body });
+  return { status: response.status, text: await response.text() };
 }
 
 /** Each server must answer each endpoint with the same status and body (timestamps aside). */
@@ -126,12 +133,8 @@ async function checkSameAnswers(servers) {
   for (const endpoint of ENDPOINTS) {
     const answers = [];
     for (const server of servers) {
-      const response = await fetch(server.base + endpoint.path, {
-        method: endpoint.method,
-        headers: endpoint.headers,
-        body: endpoint.body,
-      });
-      answers.push(`${response.status} ${normalise(await response.text())}`);
+      const { status, text } = await answer(server, endpoint);
+      answers.push(`${status} ${normalise(text)}`);
     }
     if (new Set(answers).size !== 1) {
       throw new Error(`${endpoint.name}: the servers answer differently:\n${answers.join('\n')}`);
@@ -158,71 +161,76 @@ function slope(points) {
 const MB = 1024 * 1024;
 const fixed = (value, digits = 0) => value.toFixed(digits);
 
+/** Server CPU time (user + system) of a process so far, in microseconds. */
+function cpuMicros(pid) {
+  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
+  const ticks = Number(fields[11]) + Number(fields[12]); // utime and stime, fields 14 and 15
+  return (ticks * 1e6) / 100; // USER_HZ is 100 on Linux
+}
+
 async function main() {
   const servers = [];
   for (const server of SERVERS) servers.push(await start(server));
   const [service] = servers;
+  const load = (server, requests, extra) =>
+    LOAD.run(server.base, requests, { connections: CONNECTIONS, ...extra }).catch(async (error) => {
+      const { status, text } = await answer(server, requests[0]);
+      throw new Error(`${server.label} ${requests[0].name}: ${error.message}\nIt now answers ${status} ${text}`);
+    });
   try {
     await checkSameAnswers(servers);
-    const rss = sampleRss(service.child.pid, 100);
+    const rss = new Map(servers.map((server) => [server.key, sampleRss(server.child.pid, 100)]));
 
     for (const endpoint of ENDPOINTS) {
-      for (const server of servers) await load(server.base, endpoint, { duration: WARM_UP_S });
+      for (const server of servers) await load(server, [endpoint], { duration: WARM_UP_S });
     }
     const runs = new Map(ENDPOINTS.map((endpoint) => [endpoint.name, new Map(servers.map((s) => [s.key, []]))]));
     for (let round = 1; round <= ROUNDS; round++) {
       for (const endpoint of ENDPOINTS) {
         for (const server of servers) {
-          const result = await load(server.base, endpoint, { duration: DURATION_S });
-          const failures = result.errors + result.timeouts + result.non2xx;
-          if (failures > 0) throw new Error(`${server.label} ${endpoint.name}: ${failures} failed requests`);
+          const cpuBefore = cpuMicros(server.child.pid);
+          const result = await load(server, [endpoint], { duration: DURATION_S });
+          const cpu = (cpuMicros(server.child.pid) - cpuBefore) / result.requests;
+          if (result.failures > 0)
+            throw new Error(`${server.label} ${endpoint.name}: ${result.failures} failed requests`);
           runs
             .get(endpoint.name)
             .get(server.key)
-            .push({
-              rps: result.requests.total / result.duration,
-              p50: result.latency.p50,
-              p99: result.latency.p99,
-            });
+            .push({ rps: result.requests / result.seconds, p50: result.p50, p99: result.p99, cpu });
         }
         process.stderr.write(`round ${round}/${ROUNDS}: ${endpoint.name}\n`);
       }
     }
-    rss.stop();
-    const peakDuringRuns = Math.max(...rss.samples.map((s) => s.rss));
+    for (const sampler of rss.values()) sampler.stop();
 
     // One million requests, every endpoint in turn on each connection, with RSS sampled along.
     const soak = sampleRss(service.child.pid, 250);
     const started = performance.now();
-    const soakResult = await autocannon({
-      url: service.base,
-      connections: CONNECTIONS,
-      amount: TOTAL_REQUESTS,
-      requests: ENDPOINTS.map(({ method, path, headers, body }) => ({ method, path, headers, body })),
-    });
+    const soakResult = await load(service, ENDPOINTS, { total: TOTAL_REQUESTS });
     soak.stop();
     const soakSeconds = (performance.now() - started) / 1000;
     const halfway = started + (soakSeconds * 1000) / 2;
     const lastHalf = soak.samples
       .filter((sample) => sample.at >= halfway)
       .map((sample) => ({ x: (sample.at - started) / 1000, y: sample.rss / MB }));
-    const soakFailures = soakResult.errors + soakResult.timeouts + soakResult.non2xx;
 
     const report = {
       machine: `${cpus().length} × ${cpus()[0].model}, ${fixed(totalmem() / 1024 ** 3, 1)} GiB, Node ${process.version}`,
+      loadGenerator: LOAD.name,
+      servers: servers.map(({ key, label }) => ({ key, label })),
       settings: {
         rounds: ROUNDS,
         durationSeconds: DURATION_S,
         connections: CONNECTIONS,
         totalRequests: TOTAL_REQUESTS,
       },
-      startupMs: service.startupMs,
-      peakRssDuringRunsMb: peakDuringRuns / MB,
+      startupMs: Object.fromEntries(servers.map((server) => [server.key, server.startupMs])),
+      peakRssDuringRunsMb: Object.fromEntries([...rss].map(([key, sampler]) => [key, sampler.peak() / MB])),
       soak: {
-        requests: soakResult.requests.total,
-        failures: soakFailures,
+        requests: soakResult.requests,
+        failures: soakResult.failures,
         seconds: soakSeconds,
-        peakRssMb: Math.max(...soak.samples.map((s) => s.rss)) / MB,
+        peakRssMb: soak.peak() / MB,
         rssAfterMb: rssBytes(service.child.pid) / MB,
         lastHalfSlopeMbPerMinute: slope(lastHalf) * 60,
       },
@@ -235,6 +243,7 @@ async function main() {
               rps: median(list.map((r) => r.rps)),
               p50: median(list.map((r) => r.p50)),
               p99: Math.max(...list.map((r) => r.p99)),
+              cpuMicros: median(list.map((r) => r.cpu)),
             },
           ]),
         );
@@ -250,32 +259,40 @@ async function main() {
   }
 }
 
+const ms = (value) => (value < 10 ? fixed(value, 1) : fixed(value));
+
 function toMarkdown(report) {
-  const rows = report.endpoints.map(({ name, service, node, express }) =>
+  const labels = report.servers;
+  const compared = labels.filter(({ key }) => key !== 'service');
+  const header = [
+    'endpoint',
+    ...labels.flatMap(({ label }) => [`${label} req/s`, 'p50 / p99 ms', 'CPU µs/req']),
+    ...compared.map(({ label }) => `service / ${label}`),
+  ];
+  const rows = report.endpoints.map((endpoint) =>
     [
-      name,
-      fixed(service.rps),
-      `${service.p50} / ${service.p99}`,
-      fixed(node.rps),
-      `${node.p50} / ${node.p99}`,
-      fixed(express.rps),
-      `${express.p50} / ${express.p99}`,
-      fixed(service.rps / node.rps, 2),
-      fixed(service.rps / express.rps, 2),
+      endpoint.name,
+      ...labels.flatMap(({ key }) => {
+        const { rps, p50, p99, cpuMicros: cpu } = endpoint[key];
+        return [fixed(rps), `${ms(p50)} / ${ms(p99)}`, fixed(cpu)];
+      }),
+      ...compared.map(({ key }) => fixed(endpoint.service.rps / endpoint[key].rps, 2)),
     ].join(' | '),
   );
   const { soak, settings } = report;
+  const each = (figures, digits) =>
+    labels.map(({ key, label }) => `${label} ${fixed(figures[key], digits)}`).join(', ');
   return [
     `Machine: ${report.machine}.`,
-    `Load: autocannon, ${settings.connections} connections, ${settings.rounds} alternating rounds of ${settings.durationSeconds} s per endpoint and server; req/s is the median of the rounds, latency (ms) the median p50 and the worst p99.`,
+    `Load: ${report.loadGenerator}, one thread, ${settings.connections} connections, ${settings.rounds} alternating rounds of ${settings.durationSeconds} s per endpoint and server; req/s and CPU per request are the medians of the rounds, latency the median p50 and the worst p99.`,
     '',
-    '| endpoint | service req/s | p50 / p99 | node:http req/s | p50 / p99 | Express 5 req/s | p50 / p99 | service / node:http | service / Express |',
-    '|---|---|---|---|---|---|---|---|---|',
+    `| ${header.join(' | ')} |`,
+    `|${header.map(() => '---').join('|')}|`,
     ...rows.map((row) => `| ${row} |`),
     '',
-    `- Start to first 200: ${fixed(report.startupMs)} ms.`,
-    `- Peak RSS during the rounds: ${fixed(report.peakRssDuringRunsMb, 1)} MB.`,
-    `- ${soak.requests} requests over every endpoint in ${fixed(soak.seconds, 1)} s, ${soak.failures} failed: peak RSS ${fixed(soak.peakRssMb, 1)} MB, ${fixed(soak.rssAfterMb, 1)} MB after; RSS slope over the last half ${fixed(soak.lastHalfSlopeMbPerMinute, 2)} MB/min.`,
+    `- Start to first 200 (ms): ${each(report.startupMs, 0)}.`,
+    `- Peak RSS during the rounds (MB): ${each(report.peakRssDuringRunsMb, 1)}.`,
+    `- Service, ${soak.requests} requests over every endpoint in ${fixed(soak.seconds, 1)} s, ${soak.failures} failed: peak RSS ${fixed(soak.peakRssMb, 1)} MB, ${fixed(soak.rssAfterMb, 1)} MB after; RSS slope over the last half ${fixed(soak.lastHalfSlopeMbPerMinute, 2)} MB/min.`,
     '',
   ].join('\n');
 }

@@ -1,7 +1,7 @@
 import { SerializerSelector } from '@fastify/fast-json-stringify-compiler';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import Fastify, { type FastifyInstance } from 'fastify';
-import type { DestinationStream } from 'pino';
+import { type DestinationStream, destination } from 'pino';
 import type { Config } from './config.js';
 import { apiPathTest } from './lib/api-path.js';
 import { compileOnFirstUse } from './lib/compile-on-first-use.js';
@@ -11,9 +11,8 @@ import { jsonBodyPlugin } from './plugins/json-body.js';
 import { metricsPlugin, metricsRoute } from './plugins/metrics.js';
 import { openapiPlugin, openapiRoute } from './plugins/openapi.js';
 import { rateLimitPlugin } from './plugins/rate-limit.js';
-import { requestId } from './plugins/request-id.js';
 import { RequestLog } from './plugins/request-log.js';
-import { responseHeaders, securityPlugin } from './plugins/security.js';
+import { ResponseHeaders, requestId, responseHeadersPlugin } from './plugins/response-headers.js';
 import { shutdownPlugin } from './plugins/shutdown.js';
 import { validationPlugin } from './plugins/validation.js';
 import { versionedUrlRewriter, versioningPlugin } from './plugins/versioning.js';
@@ -47,13 +46,14 @@ function lazySerializers(...args: Parameters<typeof buildSerializer>): ReturnTyp
 
 /** The whole service as a Fastify instance, not yet listening: what the server and every test build. */
 export async function buildApp(config: Config, options: AppOptions = {}): Promise<FastifyInstance> {
-  const requestLog = new RequestLog();
+  const logStream = options.logStream ?? destination(1);
+  const requestLog = new RequestLog(logStream, config.logLevel);
   const isApiPath = apiPathTest(config.contextPath);
-  const headers = responseHeaders(config.corsOrigins, isApiPath);
+  const headers = new ResponseHeaders(config.corsOrigins, config.contextPath, isApiPath);
   // How often Node looks for requests past their timeouts: often enough for a short one to hold.
   const timeoutCheckMs = Math.min(1000, config.headersTimeoutMs / 4);
   const app = Fastify({
-    logger: { level: config.logLevel, ...(options.logStream && { stream: options.logStream }) },
+    logger: { level: config.logLevel, stream: logStream },
     logController: requestLog,
     schemaController: { compilersFactory: { buildSerializer: lazySerializers } },
     requestIdHeader: false, // ids are vetted by requestId, not taken as they come
@@ -71,7 +71,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
       // Errors raised before routing (a badly encoded path) get no response listeners and run no
       // hooks, so their log line and the hooks' headers are asked for here.
       reply.raw.once('finish', () => requestLog.requestCompleted(null, request, reply));
-      headers.set(request, reply);
+      headers.forUnrouted(request, reply);
       sendError(error, request, reply);
     },
     clientErrorHandler,
@@ -98,11 +98,11 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   await app.register(validationPlugin);
   await app.register(jsonBodyPlugin);
   // First of the request hooks: it sets every response's headers, and answers CORS preflights.
-  await app.register(securityPlugin, { headers });
+  await app.register(responseHeadersPlugin, { headers });
   await app.register(versioningPlugin, { isApiPath });
-  await app.register(shutdownPlugin);
+  await app.register(shutdownPlugin, { requestLog });
   await app.register(openapiPlugin, { isApiPath });
-  if (config.metricsEnabled) await app.register(metricsPlugin);
+  if (config.metricsEnabled) await app.register(metricsPlugin, { requestLog });
   const prefix = config.contextPath === '/' ? '' : config.contextPath;
   if (config.rateLimitMax > 0) {
     await app.register(rateLimitPlugin, {

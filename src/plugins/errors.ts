@@ -18,7 +18,7 @@ import {
 import { deepJson } from '../lib/json-text.js';
 import { utcDateTime } from '../lib/local-time.js';
 import { StoreUnavailableError } from '../stores/health.js';
-import { SECURITY_HEADERS } from './security.js';
+import { SOCKET_ERROR_HEADERS } from './response-headers.js';
 import { validationDetails } from './validation.js';
 
 declare module 'fastify' {
@@ -100,7 +100,6 @@ export function sendError(error: FastifyError | ApiError, request: FastifyReques
   return reply
     .code(shaped.statusCode)
     .headers(shaped.headers)
-    .header('x-request-id', request.id)
     .type('application/json; charset=utf-8')
     .send(deepJson(envelope(shaped, request.id)));
 }
@@ -126,9 +125,7 @@ export function clientErrorHandler(this: FastifyInstance, error: NodeJS.ErrnoExc
       'Content-Type: application/json; charset=utf-8\r\n' +
       `Content-Length: ${Buffer.byteLength(body)}\r\n` +
       `X-Request-Id: ${id}\r\n` +
-      Object.entries(SECURITY_HEADERS)
-        .map(([name, value]) => `${name}: ${value}\r\n`)
-        .join('') +
+      SOCKET_ERROR_HEADERS +
       'Connection: close\r\n\r\n' +
       body,
   );

@@ -1,6 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
 import { Counter, collectDefaultMetrics, Histogram, Registry } from 'prom-client';
+import type { RequestLog } from './request-log.js';
 
 /** The route label of a request no route matched (a 404 or 405): never its raw URL, which has no bound. */
 export const UNMATCHED_ROUTE = 'unmatched';
@@ -36,11 +37,11 @@ declare module 'fastify' {
  * Counts every request that gets a response, by method, route template and status, and measures
  * its duration, in a registry of this app's own (an app per test, many in a process). The route is
  * the template (`/api/hello/:name`), so the number of series is bounded by the routes, not by the
- * URLs clients send. Requests answered before routing (a badly encoded path, a request that is not
- * HTTP) run no hooks and are not counted.
+ * URLs clients send; a request no route took (404, 405, a path refused before routing) is
+ * `unmatched`. Requests are observed where they are logged, as they finish.
  */
 export const metricsPlugin = fp(
-  async (app: FastifyInstance) => {
+  async (app: FastifyInstance, { requestLog }: { requestLog: RequestLog }) => {
     const registry = new Registry();
     const duration = new Histogram({
       name: 'http_request_duration_seconds',
@@ -69,16 +70,15 @@ export const metricsPlugin = fp(
     // One child per series, found by a plain key: prom-client would otherwise check, sort and
     // hash the labels of every observation.
     const series = new Map<string, Histogram.Internal<(typeof LABELS)[number]>>();
-    app.addHook('onResponse', (request, reply, done) => {
-      const route = request.is404 ? UNMATCHED_ROUTE : (request.routeOptions.url ?? UNMATCHED_ROUTE);
-      const key = `${request.method} ${reply.statusCode} ${route}`;
+    requestLog.onCompleted((request, reply, route, ms) => {
+      const template = route ?? UNMATCHED_ROUTE;
+      const key = `${request.method} ${reply.statusCode} ${template}`;
       let child = series.get(key);
       if (child === undefined) {
-        child = duration.labels(request.method, route, String(reply.statusCode));
+        child = duration.labels(request.method, template, String(reply.statusCode));
         series.set(key, child);
       }
-      child.observe(reply.elapsedTime / 1000);
-      done();
+      child.observe(ms / 1000);
     });
   },
   { name: 'metrics' },

@@ -1,29 +1,66 @@
+import { hostname } from 'node:os';
 import { type FastifyReply, type FastifyRequest, LogController } from 'fastify';
+import { type DestinationStream, type LevelWithSilent, levels } from 'pino';
+
+const INFO = levels.values.info as number;
+
+/** What else must know of every finished request: the route template (null for none) and its duration. */
+export type CompletionListener = (
+  request: FastifyRequest,
+  reply: FastifyReply,
+  route: string | null,
+  ms: number,
+) => void;
 
 /**
- * One JSON line per request, written by Fastify when the response has finished, on every
- * path (routes, 404/405, and errors raised before routing). Its `request_id` is the id in the
- * X-Request-Id header and in any error envelope. A request that failed unexpectedly is
- * logged at error level with the error and its stack.
+ * The end of every request, on every path (routes, 404/405, and errors raised before routing),
+ * called by Fastify once the response has finished: its one JSON log line, and the listeners that
+ * count it (metrics) or wait for it (draining), in one place rather than a hook each.
+ *
+ * The line's `request_id` is the id in the X-Request-Id header and in any error envelope. A request
+ * that failed unexpectedly is logged through pino at error level, with the error and its stack.
+ * Every other line is written straight to pino's destination, in pino's own format: made by
+ * joining strings, with the fields known to be safe (the id, the route, the numbers) written as
+ * they are, it costs a fraction of a child logger's generic serialisation.
  */
 export class RequestLog extends LogController {
-  constructor() {
+  readonly #listeners: CompletionListener[] = [];
+  readonly #stream: DestinationStream;
+  readonly #enabled: boolean;
+  readonly #prefix = `{"level":${INFO},"time":`;
+  readonly #bindings = `,"pid":${process.pid},"hostname":${JSON.stringify(hostname())},"request_id":"`;
+
+  /** `stream` and `level` are those of the app's pino logger. */
+  constructor(stream: DestinationStream, level: LevelWithSilent) {
     super({ requestIdLogLabel: 'request_id' });
+    this.#stream = stream;
+    this.#enabled = level !== 'silent' && (levels.values[level] ?? Number.POSITIVE_INFINITY) <= INFO;
+  }
+
+  /** Adds a listener, called for every finished request before its log line is written. */
+  onCompleted(listener: CompletionListener): void {
+    this.#listeners.push(listener);
   }
 
   // The completed line says all there is to say; a second line per request would double the volume.
   override incomingRequest(): void {}
 
   override requestCompleted(error: Error | null | undefined, request: FastifyRequest, reply: FastifyReply): void {
-    const line = {
-      method: request.method,
-      url: request.originalUrl, // as sent: /api/v1/hello, not the /api/hello it was routed as
-      route: request.routeOptions.url ?? null,
-      status: reply.statusCode,
-      duration_ms: Math.round(reply.elapsedTime * 1000) / 1000,
-    };
+    const route = request.is404 ? null : (request.routeOptions.url ?? null);
+    const ms = reply.elapsedTime;
+    for (const listener of this.#listeners) listener(request, reply, route, ms);
+    const durationMs = Math.round(ms * 1000) / 1000;
     const failure = request.failure ?? error;
-    if (failure == null) request.log.info(line, 'request completed');
-    else request.log.error({ ...line, err: failure }, 'request failed');
+    if (failure != null) {
+      const line = { method: request.method, url: request.originalUrl, route, status: reply.statusCode };
+      request.log.error({ ...line, duration_ms: durationMs, err: failure }, 'request failed');
+    } else if (this.#enabled) {
+      this.#stream.write(
+        `${this.#prefix}${Date.now()}${this.#bindings}${request.id}","method":${JSON.stringify(request.method)}` +
+          // As sent: /api/v1/hello, not the /api/hello it was routed as.
+          `,"url":${JSON.stringify(request.originalUrl)},"route":${route === null ? 'null' : `"${route}"`}` +
+          `,"status":${reply.statusCode},"duration_ms":${durationMs},"msg":"request completed"}\n`,
+      );
+    }
   }
 }

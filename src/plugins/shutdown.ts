@@ -1,4 +1,5 @@
 import fp from 'fastify-plugin';
+import type { RequestLog } from './request-log.js';
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -14,7 +15,7 @@ declare module 'fastify' {
  * finished response is followed by closing whatever connections have gone idle.
  */
 export const shutdownPlugin = fp(
-  async (app) => {
+  async (app, { requestLog }: { requestLog: RequestLog }) => {
     let draining = false;
     app.decorate('draining', {
       getter: () => draining,
@@ -23,9 +24,8 @@ export const shutdownPlugin = fp(
       draining = true;
       done();
     });
-    app.addHook('onResponse', (_request, _reply, done) => {
+    requestLog.onCompleted(() => {
       if (draining) setImmediate(() => app.server.closeIdleConnections());
-      done();
     });
   },
   { name: 'shutdown' },

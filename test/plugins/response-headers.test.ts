@@ -25,15 +25,33 @@ function corsHeaders(res: TestResponse): string[] {
   return Object.keys(res.headers).filter((name) => name.startsWith('access-control-'));
 }
 
-/** The headers every response carries, whatever its status and however it was produced. */
-function assertSecurityHeaders(headers: TestResponse['headers']): void {
-  assert.equal(headers['x-content-type-options'], 'nosniff');
-  assert.equal(headers['content-security-policy'], "default-src 'none';frame-ancestors 'none'");
-  assert.equal(headers['x-frame-options'], 'DENY');
-  assert.equal(headers['referrer-policy'], 'no-referrer');
-  assert.equal(headers['cross-origin-resource-policy'], 'same-origin');
-  assert.equal(headers['strict-transport-security'], undefined);
-  assert.equal(headers['x-powered-by'], undefined);
+/** The headers the contract gives every JSON answer, and none of those that suit HTML pages. */
+const API_SECURITY = {
+  'x-content-type-options': 'nosniff',
+  'x-frame-options': 'DENY',
+  'content-security-policy': "default-src 'none'; frame-ancestors 'none'",
+  'cache-control': 'no-store',
+};
+const PAGE_ONLY = [
+  'x-xss-protection',
+  'x-download-options',
+  'x-dns-prefetch-control',
+  'x-permitted-cross-domain-policies',
+  'origin-agent-cluster',
+  'cross-origin-opener-policy',
+  'cross-origin-resource-policy',
+  'referrer-policy',
+];
+
+/** The headers every JSON response carries, whatever its status and however it was produced. */
+function assertSecurityHeaders(headers: TestResponse['headers'], cacheControl = 'no-store'): void {
+  assert.deepEqual(Object.fromEntries(Object.keys(API_SECURITY).map((name) => [name, headers[name]])), {
+    ...API_SECURITY,
+    'cache-control': cacheControl,
+  });
+  for (const name of [...PAGE_ONLY, 'strict-transport-security', 'x-powered-by']) {
+    assert.equal(headers[name], undefined, name);
+  }
 }
 
 for (const [transport, connectClient] of transports) {
@@ -84,6 +102,19 @@ for (const [transport, connectClient] of transports) {
       }
     });
 
+    it('sends no CORS header to a request without Origin, and says that answers vary by Origin', async () => {
+      for (const [path, vary] of [
+        ['/api/hello', 'Accept, Origin'],
+        ['/api/nope', 'Accept, Origin'],
+        ['/healthz', 'Origin'],
+        ['/nope', 'Origin'],
+      ] as const) {
+        const res = await client.send({ path });
+        assert.deepEqual(corsHeaders(res), [], path);
+        assert.equal(res.headers.vary, vary, path);
+      }
+    });
+
     it('answers an OPTIONS that is no preflight as a method the path does not take', async () => {
       const res = await client.send({ method: 'OPTIONS', path: '/api/v1/hello', headers: { origin: OTHER } });
       assertEnvelope(res, 405, 'METHOD_NOT_ALLOWED');
@@ -130,11 +161,32 @@ for (const [transport, connectClient] of transports) {
     });
     after(() => client.close());
 
-    it('are on successes', async () => {
-      for (const path of ['/api/hello', '/api/v1/currencies/EUR', '/healthz', '/openapi.json']) {
+    it('are on successes, the profile revalidated rather than never stored', async () => {
+      for (const path of [
+        '/api/hello',
+        '/api/v1/currencies/EUR',
+        '/healthz',
+        '/openapi.json',
+        '/docs/json',
+        '/metrics',
+      ]) {
         const res = await client.send({ path });
         assert.equal(res.status, 200, path);
         assertSecurityHeaders(res.headers);
+      }
+      assertSecurityHeaders((await client.send({ path: '/api/profile' })).headers, 'no-cache');
+    });
+
+    it('of a page, with the browser headers that suit HTML, are on the documentation only', async () => {
+      for (const path of ['/docs', '/docs/static/index.css']) {
+        const res = await client.send({ path });
+        assert.equal(res.status, 200, path);
+        assert.equal(res.headers['x-content-type-options'], 'nosniff');
+        assert.equal(res.headers['x-frame-options'], 'DENY');
+        assert.equal(res.headers['referrer-policy'], 'no-referrer');
+        assert.equal(res.headers['x-xss-protection'], '0');
+        assert.equal(res.headers['cross-origin-opener-policy'], 'same-origin');
+        for (const name of PAGE_ONLY) assert.equal(typeof res.headers[name], 'string', `${path} ${name}`);
       }
     });
 
@@ -161,7 +213,7 @@ for (const [transport, connectClient] of transports) {
 
     it('are on the 400 for a badly encoded path, raised before routing', async () => {
       for (const path of ['/api/hello/%E0%A4%A', '/nope/%FF']) {
-        const res = await client.send({ path });
+        const res = await client.send({ path, headers: { origin: OTHER } });
         assertEnvelope(res, 400, 'VALIDATION_ERROR', [
           { field: 'path', message: 'must be valid percent-encoded UTF-8', value: path },
         ]);
