@@ -35,8 +35,11 @@ export interface Filter<T extends Scalar> {
 export interface CollectionDefinition<Item extends { readonly [K in keyof Item]: Scalar }> {
   /** Names the collection in its cursors, so that one collection's cursors mean nothing to another. */
   readonly name: string;
-  /** The current items, in any order; read by every query, so the collection may change between pages. */
-  readonly items: () => readonly Item[];
+  /**
+   * The items, in any order: a fixed table, whose orders are then worked out once per sort, or a
+   * function read by every query, for a collection that may change between pages.
+   */
+  readonly items: readonly Item[] | (() => readonly Item[]);
   /** The fields of an item, in the order of the keys of each item answered. */
   readonly fields: { readonly [K in keyof Item]: Field<Item[K]> };
   /** The field whose values are unique: the default sort and the last tie-breaker of every sort; filterable. */
@@ -120,10 +123,19 @@ function compareBy(sort: readonly SortKey[], a: readonly Scalar[], b: readonly S
   return 0;
 }
 
+/** Most sort orders a fixed table keeps; the sorts a query can name are fewer for any small item. */
+const MAX_KEPT_ORDERS = 1000;
+
 export class Collection<Item extends { readonly [K in keyof Item]: Scalar }> {
   readonly #definition: CollectionDefinition<Item>;
   readonly #fields: ReadonlyMap<string, Field<Scalar>>;
   readonly #cursorSecret: string;
+  /** A fixed table's items in each order asked for so far, by the sort's canonical text. */
+  readonly #orders = new Map<string, readonly Item[]>();
+  /** The field selections asked for so far, by the selected names: at most one per subset of the fields. */
+  readonly #selections = new Map<string, (item: Item) => Partial<Item>>();
+  /** Whether every item has the fields as its keys, in their order, and nothing else: a fixed table's may. */
+  readonly #itemsAreExact: boolean;
 
   /** `cursorSecret` keys the HMAC of the cursors: collections that share it accept each other's cursors. */
   constructor(definition: CollectionDefinition<Item>, cursorSecret: string) {
@@ -136,6 +148,9 @@ export class Collection<Item extends { readonly [K in keyof Item]: Scalar }> {
       }
     }
     if (this.#fields.get(definition.key)?.filter === undefined) throw new Error('the key field must be filterable');
+    const names = [...this.#fields.keys()].join(',');
+    const { items } = definition;
+    this.#itemsAreExact = typeof items !== 'function' && items.every((item) => Object.keys(item).join(',') === names);
   }
 
   /** Filters, searches and sorts the items, and answers one page of them with the selected fields. */
@@ -157,10 +172,9 @@ export class Collection<Item extends { readonly [K in keyof Item]: Scalar }> {
     const filters = this.#filters(params);
     const search = (params.q ?? params.search ?? '').toLowerCase();
     const position = (item: Item): Scalar[] => sort.map(({ name }) => item[name as keyof Item]);
-    const matching = this.#definition
-      .items()
-      .filter((item) => this.#matches(item, filters, search))
-      .sort((a, b) => compareBy(sort, position(a), position(b)));
+    const sorted = this.#sorted(sort, position);
+    const matching =
+      filters.length === 0 && search === '' ? sorted : sorted.filter((item) => this.#matches(item, filters, search));
     const select = this.#selection(params.fields);
 
     if (!cursorStyle) {
@@ -198,8 +212,26 @@ export class Collection<Item extends { readonly [K in keyof Item]: Scalar }> {
     const { key: name } = this.#definition;
     const field = this.#fields.get(name) as Field<Scalar> & { filter: Filter<Scalar> };
     const wanted = field.filter.parse(key);
-    const item = this.#definition.items().find((candidate) => field.compare(candidate[name], wanted) === 0);
+    const item = this.#items().find((candidate) => field.compare(candidate[name], wanted) === 0);
     return item === undefined ? undefined : this.#selection(fields)(item);
+  }
+
+  #items(): readonly Item[] {
+    const { items } = this.#definition;
+    return typeof items === 'function' ? items() : items;
+  }
+
+  /** The items in the sort's order: a fixed table's worked out once per sort, a changing one's every time. */
+  #sorted(sort: readonly SortKey[], position: (item: Item) => Scalar[]): readonly Item[] {
+    const order = (): Item[] => [...this.#items()].sort((a, b) => compareBy(sort, position(a), position(b)));
+    if (typeof this.#definition.items === 'function') return order();
+    const key = sort.map(({ name, descending }) => (descending ? `-${name}` : name)).join(',');
+    let sorted = this.#orders.get(key);
+    if (sorted === undefined) {
+      sorted = order();
+      if (this.#orders.size < MAX_KEPT_ORDERS) this.#orders.set(key, sorted);
+    }
+    return sorted;
   }
 
   /** `-rate,name` as sort keys, repeats dropped, ending with the key field (ascending unless it was named). */
@@ -250,11 +282,23 @@ export class Collection<Item extends { readonly [K in keyof Item]: Scalar }> {
     return false;
   }
 
-  /** The selected fields of an item, in the definition's order whatever the order asked for. */
+  /**
+   * The selected fields of an item, in the definition's order whatever the order asked for. All of
+   * them, the default, is the item itself when its keys are exactly the fields.
+   */
   #selection(fields: string | undefined): (item: Item) => Partial<Item> {
     const wanted = fields === undefined ? undefined : new Set(fields.split(','));
     const names = [...this.#fields.keys()].filter((name) => wanted === undefined || wanted.has(name));
-    return (item) => Object.fromEntries(names.map((name) => [name, item[name as keyof Item]])) as Partial<Item>;
+    const key = names.join(',');
+    let select = this.#selections.get(key);
+    if (select === undefined) {
+      select =
+        names.length === this.#fields.size && this.#itemsAreExact
+          ? (item) => item
+          : (item) => Object.fromEntries(names.map((name) => [name, item[name as keyof Item]])) as Partial<Item>;
+      this.#selections.set(key, select);
+    }
+    return select;
   }
 
   /**

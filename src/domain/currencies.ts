@@ -69,7 +69,7 @@ export function findCurrency(code: string): Currency | undefined {
 /** The table as a collection: filter by code and minor units, search codes and names, sort by any field. */
 export const CURRENCY_COLLECTION: CollectionDefinition<Currency> = {
   name: 'currencies',
-  items: () => CURRENCIES,
+  items: CURRENCIES,
   fields: {
     code: textField({
       searchable: true,

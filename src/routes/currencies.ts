@@ -1,7 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
 import { Collection } from '../domain/collection.js';
-import { CURRENCY_COLLECTION, type Currency, RATES_AS_OF } from '../domain/currencies.js';
+import { CURRENCIES, CURRENCY_COLLECTION, type Currency, RATES_AS_OF } from '../domain/currencies.js';
 import { apiError, errorResponses, validationError } from '../errors.js';
 import { collectionPage, collectionQuery, currencyCode, fieldSelection } from '../schemas.js';
 
@@ -34,6 +34,11 @@ function toJson({ rate, ...rest }: Partial<Currency>) {
   return rate === undefined ? rest : { ...rest, rate: Number(rate) };
 }
 
+/** Each whole currency of the fixed table as JSON, made once: what most answers list. */
+const WHOLE = new Map(CURRENCIES.map((currency) => [currency, toJson(currency)]));
+
+const asJson = (currency: Partial<Currency>) => WHOLE.get(currency as Currency) ?? toJson(currency);
+
 export const currencyRoutes: FastifyPluginAsyncTypebox<CurrencyRoutesOptions> = async (app, { cursorSecret }) => {
   const currencies = new Collection(CURRENCY_COLLECTION, cursorSecret);
 
@@ -55,7 +60,7 @@ export const currencyRoutes: FastifyPluginAsyncTypebox<CurrencyRoutesOptions> = 
     async (request) => {
       const result = currencies.query(request.query);
       if (!result.ok) throw validationError(result.issues);
-      return { ...result.page, data: result.page.data.map(toJson) };
+      return { ...result.page, data: result.page.data.map(asJson) };
     },
   );
 
@@ -76,7 +81,7 @@ export const currencyRoutes: FastifyPluginAsyncTypebox<CurrencyRoutesOptions> = 
       const { code } = request.params;
       const currency = currencies.find(code, request.query.fields);
       if (currency === undefined) throw apiError(404, `No currency ${code.toUpperCase()} in the table.`);
-      return toJson(currency);
+      return asJson(currency);
     },
   );
 };

@@ -20,7 +20,7 @@ interface Book {
 
 const SECRET = 's'.repeat(32);
 
-function books(items: () => readonly Book[]): CollectionDefinition<Book> {
+function books(items: CollectionDefinition<Book>['items']): CollectionDefinition<Book> {
   return {
     name: 'books',
     items,
@@ -218,5 +218,34 @@ describe('Collection', () => {
     const page = integerField({ filterable: true });
     const clashing = { ...base, fields: { ...base.fields, page } } as unknown as CollectionDefinition<Book>;
     assert.throws(() => new Collection(clashing, SECRET), /filter page would take the place of a query parameter/);
+  });
+});
+
+describe('a fixed table', () => {
+  const table = new Collection(books(SHELF), SECRET);
+
+  it('answers every sort, filter, search and page as a changing collection of the same items does', () => {
+    const queries: CollectionParams[] = [
+      {},
+      { sort: '-price' },
+      { sort: 'year,-title' },
+      { sort: '-year', page: 2, per_page: 2 },
+      { q: 'emma', sort: 'price' },
+      { year: '1815,1922', sort: '-isbn' },
+      { fields: 'title', sort: 'title' },
+      { limit: 2, sort: '-price' },
+    ];
+    for (const params of [...queries, ...queries]) {
+      assert.deepEqual(page(table.query(params)), page(shelf.query(params)), JSON.stringify(params));
+    }
+  });
+
+  it('never answers a key that is not a field, whichever fields are selected', () => {
+    const extra = SHELF.map((book) => ({ ...book, secret: 'x' }));
+    const padded = new Collection(books(extra), SECRET);
+    for (const fields of [undefined, 'isbn,title,year,price', 'title']) {
+      for (const book of page(padded.query({ fields })).data) assert.equal('secret' in book, false);
+      assert.equal('secret' in (padded.find('001', fields) ?? {}), false);
+    }
   });
 });
