@@ -130,12 +130,18 @@ function wrkInstalled() {
 }
 
 /**
- * The load generator to use: wrk when installed, or when `--load autocannon` does not ask otherwise.
+ * The load generator to use: wrk when installed and `--load autocannon` does not ask otherwise.
  * `run(base, requests, { connections, duration | total })` sends the requests in turn on every
  * connection, for `duration` seconds or until `total` have been answered.
  */
 export function loadGenerator(preferred) {
   const name = preferred ?? (wrkInstalled() ? 'wrk' : 'autocannon');
+  if (preferred === undefined && name === 'autocannon') {
+    process.stderr.write(
+      'wrk is not installed (Debian: apt-get install wrk): using autocannon, which parses responses in\n' +
+        'JavaScript on the same cores, so a server that sends more header bytes also slows the load generator.\n',
+    );
+  }
   if (name === 'wrk' && !wrkInstalled()) {
     throw new Error('wrk is not installed (Debian: apt-get install wrk); run with --load autocannon to use autocannon');
   }

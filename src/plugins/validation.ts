@@ -6,8 +6,8 @@ import type { ErrorDetail } from '../errors.js';
 import { compileOnFirstUse } from '../lib/compile-on-first-use.js';
 
 /**
- * Request validation. Two Ajv instances, both reporting every error at once and both with
- * `errorMessage` (ajv-errors) for readable messages:
+ * Request validation, by one Ajv instance that reports every error at once, with `errorMessage`
+ * (ajv-errors) for readable messages:
  *
  * - bodies are never coerced: `{"name": 123}` is a wrong type, not the string "123";
  * - query strings and path parameters are strings on the wire, so a property declared as a
@@ -26,12 +26,6 @@ const AJV_OPTIONS: Options = {
   strict: true,
 };
 
-function createAjv(): Ajv {
-  const ajv = new Ajv(AJV_OPTIONS);
-  ajvErrors.default(ajv);
-  return ajv;
-}
-
 const INTEGER = /^-?\d+$/;
 const DECIMAL = /^-?\d+(?:\.\d+)?$/;
 
@@ -48,15 +42,14 @@ function numericProperties(schema: ParameterSchema): [string, RegExp][] {
 }
 
 function createCompiler(): FastifySchemaCompiler<ParameterSchema> {
-  const bodyAjv = createAjv();
-  const parameterAjv = createAjv();
+  const ajv = new Ajv(AJV_OPTIONS);
+  ajvErrors.default(ajv);
   return ({ schema, httpPart }) =>
     compileOnFirstUse(() => {
+      const validate = ajv.compile(schema);
       if (httpPart === 'body') {
-        const validate = bodyAjv.compile(schema);
         return (data: unknown) => (validate(data) ? { value: data } : { error: validate.errors ?? [] });
       }
-      const validate = parameterAjv.compile(schema);
       const numeric = numericProperties(schema);
       return (data: Record<string, unknown>) => {
         const value = { ...data };
