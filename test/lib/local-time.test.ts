@@ -39,10 +39,21 @@ describe('localDateTime', () => {
     assert.ok(Math.abs(new Date(localDateTime()).getTime() - Date.now()) < 1000);
   });
 
-  it('formats the current time in the zone TZ names now, even within the same second', () => {
+  it('gives every call within a millisecond the same text, and a later millisecond a later one', () => {
+    const texts: string[] = [];
+    const start = Date.now();
+    while (Date.now() < start + 5) texts.push(localDateTime());
+    for (const [i, text] of texts.entries()) assert.ok(i === 0 || text >= (texts[i - 1] as string), text);
+    assert.ok(new Set(texts).size >= 2 && new Set(texts).size < texts.length);
+  });
+
+  it('formats the current time in the zone TZ names from the next millisecond, even within the same second', () => {
     // The current second is formatted once and reused; a new zone must not get the old one's text.
     for (const zone of ['UTC', 'Asia/Kolkata', 'America/St_Johns', 'Pacific/Chatham', 'UTC']) {
+      localDateTime();
       process.env.TZ = zone;
+      const changed = Date.now();
+      while (Date.now() === changed) {} // the text of the millisecond the zone changed in is kept
       const before = Date.now();
       const text = localDateTime();
       const after = Date.now();
