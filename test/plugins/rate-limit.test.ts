@@ -1,10 +1,23 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
+import fc from 'fast-check';
+import type { FastifyInstance } from 'fastify';
+import { buildApp } from '../../src/app.js';
 import type { Config } from '../../src/config.js';
 import { clientKey } from '../../src/plugins/rate-limit.js';
 import { MemoryRateLimitStore } from '../../src/stores/memory-rate-limit.js';
-import { assertEnvelope, type Client, injectClient, type TestResponse, transports } from '../helpers.js';
+import { spelledPath } from '../fuzz/arbitraries.js';
+import {
+  assertEnvelope,
+  type Client,
+  injectClient,
+  parseRawResponse,
+  rawExchange,
+  type TestResponse,
+  testConfig,
+  transports,
+} from '../helpers.js';
 
 const LIMIT_HEADERS = ['ratelimit-limit', 'ratelimit-remaining', 'ratelimit-reset', 'retry-after'];
 
@@ -140,6 +153,86 @@ for (const [transport, connect] of transports) {
       assertLimits(await c.send({ path: '/svc/api/hello' }), 1, 0, 60);
       assertLimited(await c.send({ path: '/svc/api/currencies/EUR' }), 1, 60);
       for (const path of ['/svc/healthz', '/api/hello', '/svc/openapi.json']) assertNoLimits(await c.send({ path }));
+    });
+  });
+}
+
+for (const prefix of ['', '/svc']) {
+  describe(`rate limiting of a path as the router reads it, context path ${prefix || '/'} (raw HTTP)`, () => {
+    let app: FastifyInstance;
+    let port: number;
+    before(async () => {
+      app = await buildApp(testConfig({ rateLimitMax: 1_000_000, contextPath: prefix || '/' }));
+      await app.listen({ host: '127.0.0.1', port: 0 });
+      port = (app.server.address() as { port: number }).port;
+    });
+    after(() => app.close());
+
+    async function send(method: string, target: string): Promise<TestResponse> {
+      return parseRawResponse(
+        await rawExchange(port, `${method} ${target} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n`),
+      );
+    }
+
+    it('counts every request the router resolves under /api once, 404s included, however it is spelled', async () => {
+      // [method, target, status]: each reaches /api by the router's reading of the path.
+      const counted: [string, string, number][] = [
+        ['GET', `${prefix}/%61pi/nope`, 404],
+        ['GET', `${prefix}/%61%70%69`, 404],
+        ['GET', `${prefix}/%61pi/`, 404],
+        ['GET', `${prefix}/api#x`, 404],
+        ['GET', `${prefix}/%61pi/nope#x`, 404],
+        ['GET', `http://localhost${prefix}/api/nope`, 404],
+        ['GET', `HTTP://localhost${prefix}/%61pi/nope`, 404],
+        // Only /api/v1 as sent is the versioned path; spelled otherwise it is a path no route has.
+        ['GET', `${prefix}/%61pi/v1/hello`, 404],
+        ['GET', `${prefix}/%61pi/hello`, 200],
+        ['GET', `${prefix}/api/hello#x`, 200],
+        ['GET', `http://localhost${prefix}/api/hello`, 200],
+        ['DELETE', `${prefix}/%61pi/hello`, 405],
+        ...(prefix === '' ? [] : ([['GET', '/%73vc/%61pi/nope', 404]] as [string, string, number][])),
+      ];
+      let remaining = Number((await send('GET', `${prefix}/api/hello`)).headers['ratelimit-remaining']);
+      for (const [method, target, status] of counted) {
+        const res = await send(method, target);
+        remaining -= 1;
+        assert.equal(res.status, status, `${method} ${target}: ${res.text}`);
+        assert.equal(res.headers['ratelimit-remaining'], String(remaining), `${method} ${target}`);
+        if (status === 404) {
+          const error = assertEnvelope(res, 404, 'NOT_FOUND');
+          assert.equal(error.message, `No route for ${method} ${target}.`);
+        }
+      }
+    });
+
+    it('counts nothing the router does not resolve under /api', async () => {
+      for (const target of [
+        `${prefix}/API/nope`,
+        `/${prefix}/api/nope`,
+        `${prefix}//api/nope`,
+        `${prefix}/%2561pi/nope`,
+        `${prefix}/api%2Fnope`,
+        `${prefix}/apis`,
+        `http://localhost${prefix}/apis`,
+      ]) {
+        const res = await send('GET', target);
+        assertEnvelope(res, 404, 'NOT_FOUND');
+        assertNoLimits(res);
+      }
+    });
+
+    it('counts any spelling of a path under /api once, and of a path outside it never', async () => {
+      const limited = ['/api/hello', '/api/hello/Ada', '/api/currencies/EUR', '/api/nope', '/api'];
+      const path = fc.constantFrom(...limited.map((p) => [p, true] as const), ['/healthz', false], ['/apis', false]);
+      const request = path.chain(([p, counted]) => spelledPath(prefix + p).map((url) => ({ url, counted })));
+      await fc.assert(
+        fc.asyncProperty(request, async ({ url, counted }) => {
+          const before = Number((await app.inject({ url: `${prefix}/api/hello` })).headers['ratelimit-remaining']);
+          const remaining = (await app.inject({ url })).headers['ratelimit-remaining'];
+          assert.equal(remaining, counted ? String(before - 1) : undefined, url);
+        }),
+        { numRuns: 300 },
+      );
     });
   });
 }
