@@ -4,6 +4,7 @@ import type { FastifyRequest, FastifySchemaCompiler } from 'fastify';
 import fp from 'fastify-plugin';
 import type { ErrorDetail } from '../errors.js';
 import { compileOnFirstUse } from '../lib/compile-on-first-use.js';
+import { FORMATS } from '../schemas.js';
 
 /**
  * Request validation. Two Ajv instances, both reporting every error at once and both with
@@ -29,6 +30,7 @@ const AJV_OPTIONS: Options = {
 function createAjv(): Ajv {
   const ajv = new Ajv(AJV_OPTIONS);
   ajvErrors.default(ajv);
+  for (const [name, validate] of Object.entries(FORMATS)) ajv.addFormat(name, { type: 'string', validate });
   return ajv;
 }
 
