@@ -105,9 +105,7 @@ export function collectionQuery<Item extends { readonly [K in keyof Item]: Scala
     );
   }
   const search = (description: string, examples: string[] = []) =>
-    Type.Optional(
-      Type.String({ description, errorMessage: 'must be given once', ...(examples.length > 0 && { examples }) }),
-    );
+    Type.Optional(Type.String({ description, ...(examples.length > 0 && { examples }) }));
   // The documentation page sends every example: together they make one valid request, so the
   // cursor-style parameters and the alias of q have none.
   return Type.Object({
