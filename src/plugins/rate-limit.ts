@@ -67,9 +67,10 @@ function withLimitHeaders(schema: { response?: unknown }): void {
  * Rate limiting of every route under `/api` per client (`request.ip`, so X-Forwarded-For counts
  * only with `trustProxy`, and only an IP address; see `clientKey`), in fixed windows. Answers,
  * errors included, carry the RateLimit-* headers of the IETF draft; the request over the limit
- * gets a 429 with Retry-After, shaped like every error. Requests to paths no route matches count too when they are under
- * `/api`, so probing unknown paths is no way around the limit. A store that fails (Redis
- * unreachable) lets the request through: better unlimited than down.
+ * gets a 429 with Retry-After, shaped like every error. Requests to paths no route matches count
+ * too when they are under `/api` as the router reads them, so probing unknown paths is no way
+ * around the limit. A store that fails (Redis unreachable) lets the request through: better
+ * unlimited than down.
  *
  * Its own hook rather than @fastify/rate-limit's, which ran an async function, a promise and a
  * result object per request, rebuilt the route's options to find its group and tested every address
