@@ -91,6 +91,9 @@ export function apiError(
   return new ApiError(status, code, message ?? `${phrase}.`, details, headers);
 }
 
+/** The detail's message for a parameter that takes one value and was sent several times. */
+export const GIVEN_ONCE = 'must be given once';
+
 /** A 400 naming each invalid field. */
 export function validationError(details: ErrorDetail[], message = 'The request is not valid.'): ApiError {
   return new ApiError(400, VALIDATION_ERROR, message, details);

@@ -10,6 +10,19 @@ import { CURRENCY_CODE_PATTERN } from './domain/currencies.js';
 
 /** Schemas shared by several routes. */
 
+/**
+ * The string formats of this service, for rules that a portable pattern cannot state: Unicode
+ * properties need a pattern's `u` flag, which not every OpenAPI tool gives it. The validator
+ * checks them; the document names them, and each schema that uses one describes it in words.
+ */
+export const VISIBLE_LINE = 'visible-line';
+export const FORMATS: Record<string, (text: string) => boolean> = {
+  // One line of text that shows: no control character (C0, DEL, C1), and at least one character
+  // that is not white space nor a default-ignorable code point (U+200B, U+2060, U+FEFF, U+E0020...).
+  [VISIBLE_LINE]: (text) =>
+    !/\p{Cc}/u.test(text) && /[^\p{White_Space}\p{Default_Ignorable_Code_Point}\p{Cc}]/u.test(text),
+};
+
 export const LocalDateTime = Type.String({
   description: 'The server’s local date-time (honours TZ), `YYYY-MM-DDTHH:mm:ss.SSS`, no offset.',
   pattern: '^\\d{4}-\\d{2}-\\d{2}T\\d{2}:\\d{2}:\\d{2}\\.\\d{3}$',
@@ -92,9 +105,7 @@ export function collectionQuery<Item extends { readonly [K in keyof Item]: Scala
     );
   }
   const search = (description: string, examples: string[] = []) =>
-    Type.Optional(
-      Type.String({ description, errorMessage: 'must be given once', ...(examples.length > 0 && { examples }) }),
-    );
+    Type.Optional(Type.String({ description, ...(examples.length > 0 && { examples }) }));
   // The documentation page sends every example: together they make one valid request, so the
   // cursor-style parameters and the alias of q have none.
   return Type.Object({

@@ -259,7 +259,7 @@ class FuzzedApp {
       logLevel: 'error',
       bodyLimit: FUZZ_BODY_LIMIT,
       rateLimitMax: this.rateLimited ? RATE_LIMIT_MAX : 0,
-      // With rate limiting on, X-Forwarded-For names the client, garbage included.
+      // With rate limiting on, X-Forwarded-For names the client (the connection when it names no IP address).
       trustProxy: this.rateLimited,
     });
     this.app = await buildApp(config, { logStream: this.logs, profileStore: this.store });

@@ -225,6 +225,13 @@ async function untilHealthy(server: ServerProcess, port: number, timeoutMs = 20_
   }
 }
 
+/** The process's resident set, in MiB, from /proc (Linux). */
+export async function rssMiB(pid: number): Promise<number> {
+  const status = await readFile(`/proc/${pid}/status`, 'utf8');
+  const kib = Number(/^VmRSS:\s+(\d+) kB$/m.exec(status)?.[1]);
+  return kib / 1024;
+}
+
 /** The lines of a log file written by a server started with `logFile`, parsed. */
 export async function readLog(file: string): Promise<LogLine[]> {
   const text = await readFile(file, 'utf8');

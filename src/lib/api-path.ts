@@ -1,21 +1,29 @@
+import FindMyWay from 'find-my-way';
+
 /** `/api` under the context path: `/api`, or `/svc/api` with `CONTEXT_PATH=/svc`. */
 export function apiBase(contextPath: string): string {
   return `${contextPath === '/' ? '' : contextPath}/api`;
 }
 
-/** Whether a URL (its query ignored) is `/api` under the context path, or below it. */
+/**
+ * Whether the router reads a URL as `/api` under the context path or below it, however it is
+ * spelled: `/%61pi/x`, `http://host/api/x` and `/api#x` are under `/api`; `/API/x`, `//api/x` and
+ * `/api%2Fx` are not, as no route under `/api` could match them.
+ */
 export type ApiPathTest = (url: string) => boolean;
 
 /**
- * The test of where versioning and rate limiting apply, built once per app so that a request
- * costs only a comparison of strings.
+ * The test of where versioning and rate limiting apply, built once per app. A URL that starts
+ * with `/api/` as sent costs one comparison; any other is read by a router of the same library as
+ * Fastify's that knows only `/api` and `/api/*`, so that percent-escapes, absolute-form targets and
+ * fragments are decoded exactly as the router that serves the request decodes them.
  */
 export function apiPathTest(contextPath: string): ApiPathTest {
   const base = apiBase(contextPath);
   const below = `${base}/`;
-  return (url) => {
-    const query = url.indexOf('?');
-    const path = query < 0 ? url : url.slice(0, query);
-    return path === base || path.startsWith(below);
-  };
+  const router = FindMyWay();
+  const found = () => {};
+  router.on('GET', base, found);
+  router.on('GET', `${below}*`, found);
+  return (url) => url.startsWith(below) || router.find('GET', url) !== null;
 }

@@ -54,7 +54,7 @@ const FRAMEWORK_ERRORS: Record<string, (error: FastifyError, request: FastifyReq
   FST_ERR_CTP_INVALID_MEDIA_TYPE: (_, request) =>
     apiError(
       415,
-      request.headers['content-type'] === undefined
+      !request.headers['content-type']?.trim()
         ? 'A request body needs Content-Type: application/json.'
         : `The request body must be application/json, not ${request.headers['content-type']}.`,
     ),

@@ -23,7 +23,7 @@ const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
 function parseJsonBody(request: FastifyRequest, body: Buffer): unknown {
   const encoding = request.headers['content-encoding'];
   if (encoding !== undefined && encoding.toLowerCase() !== 'identity') {
-    throw apiError(415, `The content encoding ${encoding} is not supported; send the body uncompressed.`);
+    throw apiError(415, `The content encoding ${encoding || '(empty)'} is not supported; send the body uncompressed.`);
   }
   const charset = request.headers['content-type']?.match(/;\s*charset\s*=\s*"?([^";\s]+)/i)?.[1];
   if (charset !== undefined && !/^utf-?8$/i.test(charset)) {

@@ -1,4 +1,4 @@
-import { isIPv6 } from 'node:net';
+import { isIPv4, isIPv6 } from 'node:net';
 import type { FastifyInstance, FastifyReply, FastifyRequest, onRequestHookHandler } from 'fastify';
 import fp from 'fastify-plugin';
 import { Address6 } from 'ip-address';
@@ -25,15 +25,28 @@ const RETRY_AFTER_HEADER = {
   'Retry-After': { type: 'integer', minimum: 1, description: 'Seconds to wait before trying again.' },
 } as const;
 
+/** No IP address is longer, a zone (`%eth0`) included; testing longer text would cost time for nothing. */
+const MAX_ADDRESS_LENGTH = 64;
+
+/** The key of an IP address (see `clientKey`), or `undefined` for text that is not one. */
+function addressKey(address: string | undefined): string | undefined {
+  if (address === undefined) return undefined;
+  if (isIPv4(address)) return address; // the common case, tested first: dotted decimal has one spelling
+  if (address.length > MAX_ADDRESS_LENGTH || !isIPv6(address)) return undefined;
+  const parsed = new Address6(address);
+  if (parsed.isMapped4()) return parsed.to4().correctForm();
+  return new Address6(`${address}/64`).startAddress().correctForm();
+}
+
 /**
- * The client a request is counted for: its address, and an IPv6 client by its /64 network, since
- * one host is commonly given all of it (an IPv4-mapped address counts as the IPv4 one).
+ * The key a request is counted under: the client's address (`ip`, the leftmost X-Forwarded-For
+ * entry with TRUST_PROXY), or the connection's when that is not an IP address, so that no text
+ * a client writes can make a key of its own. An IPv6 client counts by its /64 network, since one
+ * host is commonly given all of it, in one spelling; an IPv4-mapped address as the IPv4 one.
+ * Neither known (a connection already closed): `''`.
  */
-export function clientKey(ip: string): string {
-  if (!ip.includes(':') || !isIPv6(ip)) return ip; // the test of an IPv4 address, cheaper than isIPv6 alone
-  const address = new Address6(ip);
-  if (address.isMapped4()) return address.to4().correctForm();
-  return new Address6(`${ip}/64`).startAddress().correctForm();
+export function clientKey(ip: string | undefined, connection: string | undefined): string {
+  return addressKey(ip) ?? addressKey(connection) ?? '';
 }
 
 /** The response schemas of a limited route, with the headers the limiter adds to each answer. */
@@ -52,11 +65,12 @@ function withLimitHeaders(schema: { response?: unknown }): void {
 
 /**
  * Rate limiting of every route under `/api` per client (`request.ip`, so X-Forwarded-For counts
- * only with `trustProxy`; see `clientKey`), in fixed windows. Answers, errors included, carry the
- * RateLimit-* headers of the IETF draft; the request over the limit gets a 429 with Retry-After,
- * shaped like every error. Requests to paths no route matches count too when they are under
- * `/api`, so probing unknown paths is no way around the limit. A store that fails (Redis
- * unreachable) lets the request through: better unlimited than down.
+ * only with `trustProxy`, and only an IP address; see `clientKey`), in fixed windows. Answers,
+ * errors included, carry the RateLimit-* headers of the IETF draft; the request over the limit
+ * gets a 429 with Retry-After, shaped like every error. Requests to paths no route matches count
+ * too when they are under `/api` as the router reads them, so probing unknown paths is no way
+ * around the limit. A store that fails (Redis unreachable) lets the request through: better
+ * unlimited than down.
  *
  * Its own hook rather than @fastify/rate-limit's, which ran an async function, a promise and a
  * result object per request, rebuilt the route's options to find its group and tested every address
@@ -85,7 +99,7 @@ export const rateLimitPlugin = fp<RateLimitOptions>(
     const uncounted: RateLimitCount = { current: 0, ttl: windowMs };
 
     const count: onRequestHookHandler = (request: FastifyRequest, reply, done) => {
-      const counted = store.incr(clientKey(request.ip), windowMs);
+      const counted = store.incr(clientKey(request.ip, request.socket.remoteAddress), windowMs);
       if (!(counted instanceof Promise)) return answer(counted, reply, done);
       counted.then(
         (shared) => answer(shared, reply, done),

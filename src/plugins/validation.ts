@@ -2,8 +2,9 @@ import { Ajv, type ErrorObject, type Options } from 'ajv';
 import ajvErrors from 'ajv-errors';
 import type { FastifyRequest, FastifySchemaCompiler } from 'fastify';
 import fp from 'fastify-plugin';
-import type { ErrorDetail } from '../errors.js';
+import { type ErrorDetail, GIVEN_ONCE } from '../errors.js';
 import { compileOnFirstUse } from '../lib/compile-on-first-use.js';
+import { FORMATS } from '../schemas.js';
 
 /**
  * Request validation, by one Ajv instance that reports every error at once, with `errorMessage`
@@ -15,7 +16,9 @@ import { compileOnFirstUse } from '../lib/compile-on-first-use.js';
  *   coercion would also take "0x10", "1e3", " 1" and "" as numbers.
  *
  * The conversion works on a copy, so a request that fails keeps its parameters as sent:
- * the error details report exactly what the client wrote.
+ * the error details report exactly what the client wrote. A parameter that takes one value
+ * and was sent several times (an array, as the query string parser reads it) is reported as
+ * such, whatever else its rule says.
  */
 
 const AJV_OPTIONS: Options = {
@@ -30,6 +33,7 @@ const INTEGER = /^-?\d+$/;
 const DECIMAL = /^-?\d+(?:\.\d+)?$/;
 
 type ParameterSchema = { properties?: Record<string, { type?: unknown }> };
+type Parameters = Record<string, unknown>;
 
 /** The properties of a query or path schema that must be read as numbers, with their pattern. */
 function numericProperties(schema: ParameterSchema): [string, RegExp][] {
@@ -41,9 +45,27 @@ function numericProperties(schema: ParameterSchema): [string, RegExp][] {
   return numeric;
 }
 
+/** The properties of a query or path schema that take one value, not a list. */
+function singleValued(schema: ParameterSchema): Set<string> {
+  return new Set(
+    Object.entries(schema.properties ?? {})
+      .filter(([, property]) => property.type !== 'array')
+      .map(([name]) => name),
+  );
+}
+
+/** The error, reworded when it is about a single-valued parameter that was sent several times. */
+function repeatedParameter(error: ErrorObject, data: Parameters, single: Set<string>): ErrorObject {
+  const [name] = pointerSegments(error.instancePath);
+  return name !== undefined && single.has(name) && Array.isArray(data[name])
+    ? { ...error, message: GIVEN_ONCE }
+    : error;
+}
+
 function createCompiler(): FastifySchemaCompiler<ParameterSchema> {
   const ajv = new Ajv(AJV_OPTIONS);
   ajvErrors.default(ajv);
+  for (const [name, validate] of Object.entries(FORMATS)) ajv.addFormat(name, { type: 'string', validate });
   return ({ schema, httpPart }) =>
     compileOnFirstUse(() => {
       const validate = ajv.compile(schema);
@@ -51,13 +73,15 @@ function createCompiler(): FastifySchemaCompiler<ParameterSchema> {
         return (data: unknown) => (validate(data) ? { value: data } : { error: validate.errors ?? [] });
       }
       const numeric = numericProperties(schema);
-      return (data: Record<string, unknown>) => {
+      const single = singleValued(schema);
+      return (data: Parameters) => {
         const value = { ...data };
         for (const [name, pattern] of numeric) {
           const raw = value[name];
           if (typeof raw === 'string' && pattern.test(raw)) value[name] = Number(raw);
         }
-        return validate(value) ? { value } : { error: validate.errors ?? [] };
+        if (validate(value)) return { value };
+        return { error: (validate.errors ?? []).map((error) => repeatedParameter(error, data, single)) };
       };
     });
 }

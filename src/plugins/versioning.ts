@@ -1,7 +1,7 @@
 import type { IncomingMessage } from 'node:http';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
-import { type ApiError, apiError, validationError } from '../errors.js';
+import { type ApiError, apiError, GIVEN_ONCE, validationError } from '../errors.js';
 import { type ApiPathTest, apiBase } from '../lib/api-path.js';
 
 /** The one version of the API there is: what `API-Version` says and what clients may ask for. */
@@ -55,7 +55,11 @@ function versionError(request: FastifyRequest): ApiError | null {
   const { version } = request.query as Record<string, unknown>;
   if (version !== undefined && !(typeof version === 'string' && VERSION_VALUES.has(version))) {
     return validationError([
-      { field: 'version', message: `must be ${API_VERSION} or v${API_VERSION}`, value: version },
+      {
+        field: 'version',
+        message: Array.isArray(version) ? GIVEN_ONCE : `must be ${API_VERSION} or v${API_VERSION}`,
+        value: version,
+      },
     ]);
   }
   const accept = request.headers.accept;

@@ -13,6 +13,7 @@ import {
   replaceProfile,
 } from '../domain/profile.js';
 import { apiError, errorResponses } from '../errors.js';
+import { VISIBLE_LINE } from '../schemas.js';
 import type { ProfileSnapshot, ProfileStore } from '../stores/profile.js';
 
 const NAME_MAX = 100;
@@ -28,25 +29,41 @@ const BIO_MAX = 1000;
 export const MAX_WRITE_ATTEMPTS = 20;
 const MAX_PAUSE_MS = 250;
 
+// Patterns of \u escapes rather than Unicode properties, which need the `u` flag that not every
+// OpenAPI tool gives a pattern. Controls (C0, DEL, C1: NUL, ESC, ...) are typed by no one, and bidi
+// controls (U+202E and the others) only disguise an address.
+const CONTROLS = '\\u0000-\\u001f\\u007f-\\u009f';
+const BIDI_CONTROLS = '\\u061c\\u200e\\u200f\\u202a-\\u202e\\u2066-\\u2069';
+const EMAIL_CHARACTER = `[^\\s@${CONTROLS}${BIDI_CONTROLS}]`;
+const EMAIL_LABEL = `[^\\s@.${CONTROLS}${BIDI_CONTROLS}]`;
+// Tab, line feed and carriage return are how text is laid out; every other control is refused.
+const TEXT = '^[^\\u0000-\\u0008\\u000b\\u000c\\u000e-\\u001f\\u007f-\\u009f]*$';
+
 // Each field is a string with its rule, or null. One message per field states the whole
 // rule, so a client learns everything it needs from a single detail.
-const Name = Type.Union([Type.String({ minLength: 1, maxLength: NAME_MAX, pattern: '\\S' }), Type.Null()], {
-  description: `1 to ${NAME_MAX} characters, not only white space; or null.`,
-  errorMessage: `must be a string of 1 to ${NAME_MAX} characters, not blank, or null`,
+const Name = Type.Union([Type.String({ minLength: 1, maxLength: NAME_MAX, format: VISIBLE_LINE }), Type.Null()], {
+  description: `1 to ${NAME_MAX} characters, at least one of them visible (not white space or an invisible character such as U+200B), no control characters; or null.`,
+  errorMessage: `must be a string of 1 to ${NAME_MAX} characters, not blank or invisible, without control characters, or null`,
   examples: ['Ada Lovelace'],
 });
 const Email = Type.Union(
-  // local@domain: no white space, exactly one @, a dot inside the domain. A shape check, not RFC 5322.
-  [Type.String({ maxLength: EMAIL_MAX, pattern: '^[^\\s@]+@[^\\s@.]+(?:\\.[^\\s@.]+)+$' }), Type.Null()],
+  // local@domain: exactly one @, a dot inside the domain. A shape check, not RFC 5322.
+  [
+    Type.String({
+      maxLength: EMAIL_MAX,
+      pattern: `^${EMAIL_CHARACTER}+@${EMAIL_LABEL}+(?:\\.${EMAIL_LABEL}+)+$`,
+    }),
+    Type.Null(),
+  ],
   {
-    description: `An address local@domain with a dot in the domain, at most ${EMAIL_MAX} characters; or null.`,
-    errorMessage: `must be an email address (local@domain.tld) of at most ${EMAIL_MAX} characters, or null`,
+    description: `An address local@domain with a dot in the domain, at most ${EMAIL_MAX} characters, without white space, control or bidi control characters; or null.`,
+    errorMessage: `must be an email address (local@domain.tld) of at most ${EMAIL_MAX} characters, without white space, control or bidi control characters, or null`,
     examples: ['ada@example.com'],
   },
 );
-const Bio = Type.Union([Type.String({ maxLength: BIO_MAX }), Type.Null()], {
-  description: `At most ${BIO_MAX} characters; or null.`,
-  errorMessage: `must be a string of at most ${BIO_MAX} characters, or null`,
+const Bio = Type.Union([Type.String({ maxLength: BIO_MAX, pattern: TEXT }), Type.Null()], {
+  description: `At most ${BIO_MAX} characters; tabs and line breaks, but no other control characters; or null.`,
+  errorMessage: `must be a string of at most ${BIO_MAX} characters, without control characters other than tab and line breaks, or null`,
   examples: ['Wrote the first program.'],
 });
 

@@ -46,6 +46,25 @@ function percentEncode(text: string): string {
     .join('');
 }
 
+/**
+ * Other spellings of a path that the router reads as the same path: some of its unreserved
+ * characters percent-escaped, with hex digits in either case (`/api/hello` as `/%61pi/hell%6f` or `/a%70i/hell%6F`).
+ */
+export function spelledPath(path: string): fc.Arbitrary<string> {
+  return fc
+    .array(fc.constantFrom('as is', 'lower', 'upper'), { minLength: path.length, maxLength: path.length })
+    .map((choices) =>
+      [...path]
+        .map((char, i) => {
+          const choice = choices[i];
+          if (choice === 'as is' || !/[A-Za-z0-9._~-]/.test(char)) return char;
+          const hex = char.charCodeAt(0).toString(16);
+          return `%${choice === 'upper' ? hex.toUpperCase() : hex}`;
+        })
+        .join(''),
+    );
+}
+
 const CURRENCY_CODES = CURRENCIES.map((currency) => currency.code);
 
 /** Text of every kind: ASCII, any Unicode (lone surrogates included), white space. */

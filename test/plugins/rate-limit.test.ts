@@ -1,10 +1,30 @@
 import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import { mkdtemp } from 'node:fs/promises';
+import { isIP } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
+import fc from 'fast-check';
+import type { FastifyInstance } from 'fastify';
+import { Pool } from 'undici';
+import { buildApp } from '../../src/app.js';
 import type { Config } from '../../src/config.js';
 import { clientKey } from '../../src/plugins/rate-limit.js';
 import { MemoryRateLimitStore } from '../../src/stores/memory-rate-limit.js';
-import { assertEnvelope, type Client, injectClient, type TestResponse, transports } from '../helpers.js';
+import { spelledPath } from '../fuzz/arbitraries.js';
+import {
+  assertEnvelope,
+  type Client,
+  injectClient,
+  parseRawResponse,
+  rawExchange,
+  type TestResponse,
+  testConfig,
+  transports,
+} from '../helpers.js';
+import { killAllServers, rssMiB, startServer } from '../server-process.js';
 
 const LIMIT_HEADERS = ['ratelimit-limit', 'ratelimit-remaining', 'ratelimit-reset', 'retry-after'];
 
@@ -135,6 +155,19 @@ for (const [transport, connect] of transports) {
       assertLimited(await from('192.0.2.2, 198.51.100.7'), 1, 60);
     });
 
+    it('counts a client whose X-Forwarded-For starts with no IP address as its connection, with TRUST_PROXY', async () => {
+      const c = await client({ rateLimitMax: 3, trustProxy: true });
+      const from = (value: string) => c.send({ path: '/api/hello', headers: { 'x-forwarded-for': value } });
+      assertLimits(await from('unknown'), 3, 2, 60);
+      assertLimits(await from(randomBytes(6144).toString('base64')), 3, 1, 60);
+      assertLimits(await c.send({ path: '/api/hello' }), 3, 0, 60);
+      const over = await from('192.0.2.1:8080, 192.0.2.1');
+      assertLimited(over, 3, 60);
+      assert.match(over.json().error.message, /^More than 3 requests in the current window; retry in \d+ s\.$/);
+      // An address is still a client of its own.
+      assertLimits(await from('192.0.2.1'), 3, 2, 60);
+    });
+
     it('limits the /api routes under the context path only', async () => {
       const c = await client({ rateLimitMax: 1, contextPath: '/svc' });
       assertLimits(await c.send({ path: '/svc/api/hello' }), 1, 0, 60);
@@ -144,12 +177,92 @@ for (const [transport, connect] of transports) {
   });
 }
 
+for (const prefix of ['', '/svc']) {
+  describe(`rate limiting of a path as the router reads it, context path ${prefix || '/'} (raw HTTP)`, () => {
+    let app: FastifyInstance;
+    let port: number;
+    before(async () => {
+      app = await buildApp(testConfig({ rateLimitMax: 1_000_000, contextPath: prefix || '/' }));
+      await app.listen({ host: '127.0.0.1', port: 0 });
+      port = (app.server.address() as { port: number }).port;
+    });
+    after(() => app.close());
+
+    async function send(method: string, target: string): Promise<TestResponse> {
+      return parseRawResponse(
+        await rawExchange(port, `${method} ${target} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n`),
+      );
+    }
+
+    it('counts every request the router resolves under /api once, 404s included, however it is spelled', async () => {
+      // [method, target, status]: each reaches /api by the router's reading of the path.
+      const counted: [string, string, number][] = [
+        ['GET', `${prefix}/%61pi/nope`, 404],
+        ['GET', `${prefix}/%61%70%69`, 404],
+        ['GET', `${prefix}/%61pi/`, 404],
+        ['GET', `${prefix}/api#x`, 404],
+        ['GET', `${prefix}/%61pi/nope#x`, 404],
+        ['GET', `http://localhost${prefix}/api/nope`, 404],
+        ['GET', `HTTP://localhost${prefix}/%61pi/nope`, 404],
+        // Only /api/v1 as sent is the versioned path; spelled otherwise it is a path no route has.
+        ['GET', `${prefix}/%61pi/v1/hello`, 404],
+        ['GET', `${prefix}/%61pi/hello`, 200],
+        ['GET', `${prefix}/api/hello#x`, 200],
+        ['GET', `http://localhost${prefix}/api/hello`, 200],
+        ['DELETE', `${prefix}/%61pi/hello`, 405],
+        ...(prefix === '' ? [] : ([['GET', '/%73vc/%61pi/nope', 404]] as [string, string, number][])),
+      ];
+      let remaining = Number((await send('GET', `${prefix}/api/hello`)).headers['ratelimit-remaining']);
+      for (const [method, target, status] of counted) {
+        const res = await send(method, target);
+        remaining -= 1;
+        assert.equal(res.status, status, `${method} ${target}: ${res.text}`);
+        assert.equal(res.headers['ratelimit-remaining'], String(remaining), `${method} ${target}`);
+        if (status === 404) {
+          const error = assertEnvelope(res, 404, 'NOT_FOUND');
+          assert.equal(error.message, `No route for ${method} ${target}.`);
+        }
+      }
+    });
+
+    it('counts nothing the router does not resolve under /api', async () => {
+      for (const target of [
+        `${prefix}/API/nope`,
+        `/${prefix}/api/nope`,
+        `${prefix}//api/nope`,
+        `${prefix}/%2561pi/nope`,
+        `${prefix}/api%2Fnope`,
+        `${prefix}/apis`,
+        `http://localhost${prefix}/apis`,
+      ]) {
+        const res = await send('GET', target);
+        assertEnvelope(res, 404, 'NOT_FOUND');
+        assertNoLimits(res);
+      }
+    });
+
+    it('counts any spelling of a path under /api once, and of a path outside it never', async () => {
+      const limited = ['/api/hello', '/api/hello/Ada', '/api/currencies/EUR', '/api/nope', '/api'];
+      const path = fc.constantFrom(...limited.map((p) => [p, true] as const), ['/healthz', false], ['/apis', false]);
+      const request = path.chain(([p, counted]) => spelledPath(prefix + p).map((url) => ({ url, counted })));
+      await fc.assert(
+        fc.asyncProperty(request, async ({ url, counted }) => {
+          const before = Number((await app.inject({ url: `${prefix}/api/hello` })).headers['ratelimit-remaining']);
+          const remaining = (await app.inject({ url })).headers['ratelimit-remaining'];
+          assert.equal(remaining, counted ? String(before - 1) : undefined, url);
+        }),
+        { numRuns: 300 },
+      );
+    });
+  });
+}
+
 describe('rate limiting per client address (inject)', () => {
   let client: Client;
   let store: MemoryRateLimitStore;
   const from = (remoteAddress: string) => client.app.inject({ url: '/api/hello', remoteAddress });
   before(async () => {
-    store = new MemoryRateLimitStore(50);
+    store = new MemoryRateLimitStore({ capacity: 50 });
     client = await injectClient({ rateLimitMax: 2 }, { rateLimitStore: store });
   });
   after(() => client.close());
@@ -181,12 +294,147 @@ describe('rate limiting per client address (inject)', () => {
   });
 });
 
+describe('rate limiting with TRUST_PROXY and a hostile X-Forwarded-For (inject)', () => {
+  const CONNECTION = '192.0.2.7';
+  let client: Client;
+  let store: MemoryRateLimitStore;
+  before(async () => {
+    store = new MemoryRateLimitStore({ capacity: 1000 });
+    client = await injectClient({ rateLimitMax: 1_000_000, trustProxy: true }, { rateLimitStore: store });
+  });
+  after(() => client.close());
+
+  const send = (forwardedFor?: string) =>
+    client.app.inject({
+      url: '/api/hello',
+      remoteAddress: CONNECTION,
+      ...(forwardedFor !== undefined && { headers: { 'x-forwarded-for': forwardedFor } }),
+    });
+  const remaining = async (forwardedFor?: string) => Number((await send(forwardedFor)).headers['ratelimit-remaining']);
+
+  it('keeps one key for 5,000 requests with random 8 KB values: no fresh count, no memory', async () => {
+    let left = await remaining();
+    for (let i = 0; i < 5000; i++) {
+      const res = await send(randomBytes(6144).toString('base64'));
+      assert.equal(res.statusCode, 200);
+      left -= 1;
+      assert.equal(res.headers['ratelimit-remaining'], String(left));
+    }
+    assert.deepEqual([store.size, store.keyCharacters], [1, CONNECTION.length]);
+  });
+
+  it('counts any value whose first entry is no IP address as the connection (property)', async () => {
+    const entry = fc.oneof(
+      fc.string({ maxLength: 2000 }),
+      fc.constantFrom('unknown', '_hidden', '192.0.2.1:80', '[::1]', '192.0.2.01', '2001:db8::g', 'for=192.0.2.1'),
+    );
+    // The client is the first entry that is not empty (all empty: the connection), as the header is read.
+    const value = fc
+      .array(fc.oneof(entry, fc.ipV4(), fc.ipV6()), { minLength: 1, maxLength: 4 })
+      .map((entries) => entries.join(', '))
+      .filter((joined) => {
+        const first = joined.split(',').find((e) => e.trim() !== '');
+        return first === undefined || isIP(first.trim()) === 0;
+      });
+    await fc.assert(
+      fc.asyncProperty(value, async (forwardedFor) => {
+        const before = await remaining();
+        assert.equal(await remaining(forwardedFor), before - 1, forwardedFor.slice(0, 100));
+        assert.deepEqual([store.size, store.keyCharacters], [1, CONNECTION.length]);
+      }),
+      { numRuns: 500 },
+    );
+  });
+});
+
+describe('rate limiting with TRUST_PROXY and a hostile X-Forwarded-For (server process)', () => {
+  after(() => killAllServers());
+
+  it('keeps its memory flat over 10,000 requests, each with a random 8 KB value', { timeout: 120_000 }, async () => {
+    const MAX = 1_000_000;
+    const logFile = join(await mkdtemp(join(tmpdir(), 'rate-limit-')), 'server.log');
+    const server = await startServer({ TRUST_PROXY: 'true', RATE_LIMIT_MAX: String(MAX) }, [], { logFile });
+    const pool = new Pool(`http://127.0.0.1:${server.port}`, { connections: 4 });
+    const get = async (forwardedFor?: string) => {
+      const res = await pool.request({
+        method: 'GET',
+        path: '/api/hello',
+        headers: forwardedFor === undefined ? {} : { 'x-forwarded-for': forwardedFor },
+      });
+      await res.body.dump();
+      assert.equal(res.statusCode, 200);
+      return Number(res.headers['ratelimit-remaining']);
+    };
+    /** `count` requests, four at a time, each with the X-Forwarded-For `value(i)` gives. */
+    const flood = async (count: number, value: (i: number) => string) => {
+      let next = 0;
+      const worker = async () => {
+        while (next < count) await get(value(next++));
+      };
+      await Promise.all([worker(), worker(), worker(), worker()]);
+    };
+    try {
+      // Warm-up: the heap grows to its working size, with a count for each of 5,000 addresses.
+      await flood(5000, (i) => `10.0.${i >> 8}.${i & 255}`);
+      const before = await rssMiB(server.child.pid as number);
+      await flood(10_000, () => randomBytes(6144).toString('base64'));
+      const grown = (await rssMiB(server.child.pid as number)) - before;
+      console.log(
+        `  10,000 random 8 KB X-Forwarded-For values: resident memory ${before.toFixed(0)} MiB, then +${grown.toFixed(1)} MiB`,
+      );
+      assert.ok(grown < 30, `grew by ${grown.toFixed(1)} MiB`);
+      // Every spoofed value was counted as the connection itself, 127.0.0.1: no fresh count for any.
+      assert.equal(await get(), MAX - 10_001);
+    } finally {
+      await pool.close();
+    }
+  });
+});
+
 describe('clientKey', () => {
   it('counts an IPv4 address as itself, an IPv6 one by its /64, and an IPv4-mapped one as the IPv4', () => {
-    assert.equal(clientKey('192.0.2.1'), '192.0.2.1');
-    assert.equal(clientKey('2001:db8:1:2:abcd::1'), '2001:db8:1:2::');
-    assert.equal(clientKey('2001:0DB8:0001:0002:0000:0000:0000:0001'), '2001:db8:1:2::');
-    assert.equal(clientKey('::ffff:192.0.2.1'), '192.0.2.1');
-    assert.equal(clientKey('::1'), '::');
+    const connection = '198.51.100.9';
+    assert.equal(clientKey('192.0.2.1', connection), '192.0.2.1');
+    assert.equal(clientKey('2001:db8:1:2:abcd::1', connection), '2001:db8:1:2::');
+    assert.equal(clientKey('2001:0DB8:0001:0002:0000:0000:0000:0001', connection), '2001:db8:1:2::');
+    assert.equal(clientKey('fe80::1%eth0', connection), 'fe80::');
+    assert.equal(clientKey('::ffff:192.0.2.1', connection), '192.0.2.1');
+    assert.equal(clientKey('::FFFF:C000:0201', connection), '192.0.2.1');
+    assert.equal(clientKey('::1', connection), '::');
+  });
+
+  it("counts text that is not an IP address as the connection's address", () => {
+    for (const text of [
+      '',
+      'unknown',
+      '192.0.2.1:8080',
+      '[2001:db8::1]',
+      '[2001:db8::1]:443',
+      '192.0.2.01',
+      '192.0.2.256',
+      '192.0.2',
+      ' 192.0.2.1',
+      '0x7f.0.0.1',
+      '2001:db8::1::2',
+      `fe80::1%${'a'.repeat(100)}`,
+      'a'.repeat(8192),
+      undefined,
+    ]) {
+      assert.equal(clientKey(text, '198.51.100.9'), '198.51.100.9', String(text).slice(0, 40));
+      assert.equal(clientKey(text, '2001:db8:9:9::5'), '2001:db8:9:9::', String(text).slice(0, 40));
+    }
+    assert.equal(clientKey('unknown', undefined), '');
+  });
+
+  it('makes keys of at most 21 characters whatever the text', () => {
+    const text = fc.oneof(fc.string({ maxLength: 100 }), fc.ipV4(), fc.ipV4Extended(), fc.ipV6());
+    fc.assert(
+      fc.property(text, text, (ip, connection) => {
+        const key = clientKey(ip, connection);
+        assert.ok(key.length <= 21, key);
+        assert.ok(key === '' || isIP(key) !== 0, key);
+      }),
+      { numRuns: 5000 },
+    );
   });
 });

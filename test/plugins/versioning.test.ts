@@ -87,15 +87,16 @@ for (const [transport, connect] of transports) {
     });
 
     it('answers 400 naming version for another version parameter, with the value as sent', async () => {
-      for (const [query, value] of [
-        ['version=2', '2'],
-        ['version=V1', 'V1'],
-        ['version=', ''],
-        ['version=1&version=2', ['1', '2']],
+      for (const [query, value, message] of [
+        ['version=2', '2', 'must be 1 or v1'],
+        ['version=V1', 'V1', 'must be 1 or v1'],
+        ['version=', '', 'must be 1 or v1'],
+        ['version=1&version=2', ['1', '2'], 'must be given once'],
+        ['version=1&version=1', ['1', '1'], 'must be given once'],
       ] as const) {
         for (const path of [`/api/hello?${query}`, `/api/v1/currencies?${query}`, `/api/nope?${query}`]) {
           const res = await client.send({ path });
-          assertEnvelope(res, 400, 'VALIDATION_ERROR', [{ field: 'version', message: 'must be 1 or v1', value }]);
+          assertEnvelope(res, 400, 'VALIDATION_ERROR', [{ field: 'version', message, value }]);
           assertVersionHeaders(res);
         }
       }

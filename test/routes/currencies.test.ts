@@ -476,7 +476,7 @@ for (const [transport, connect] of transports) {
         { field: 'fields', message: FIELDS_MESSAGE, value: '' },
       ]);
       assertEnvelope(await list('?fields=code&fields=name'), 400, 'VALIDATION_ERROR', [
-        { field: 'fields', message: FIELDS_MESSAGE, value: ['code', 'name'] },
+        { field: 'fields', message: 'must be given once', value: ['code', 'name'] },
       ]);
     });
 

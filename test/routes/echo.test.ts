@@ -134,9 +134,11 @@ for (const [transport, connect] of transports) {
       });
     }
 
-    it('rejects a body without a Content-Type', async () => {
-      const error = assertEnvelope(await echo('{}', {}), 415, 'UNSUPPORTED_MEDIA_TYPE');
-      assert.equal(error.message, 'A request body needs Content-Type: application/json.');
+    it('rejects a body without a Content-Type, or with an empty one', async () => {
+      for (const headers of [{}, { 'content-type': '' }, { 'content-type': ' ' }] as Record<string, string>[]) {
+        const error = assertEnvelope(await echo('{}', headers), 415, 'UNSUPPORTED_MEDIA_TYPE');
+        assert.equal(error.message, 'A request body needs Content-Type: application/json.', JSON.stringify(headers));
+      }
     });
 
     it('rejects a charset other than UTF-8', async () => {
@@ -152,6 +154,12 @@ for (const [transport, connect] of transports) {
       const headers = { 'content-type': 'application/json', 'content-encoding': 'gzip' };
       const error = assertEnvelope(await echo(gzipSync('{}'), headers), 415, 'UNSUPPORTED_MEDIA_TYPE');
       assert.equal(error.message, 'The content encoding gzip is not supported; send the body uncompressed.');
+    });
+
+    it('rejects an empty Content-Encoding, naming it empty', async () => {
+      const headers = { 'content-type': 'application/json', 'content-encoding': '' };
+      const error = assertEnvelope(await echo('{}', headers), 415, 'UNSUPPORTED_MEDIA_TYPE');
+      assert.equal(error.message, 'The content encoding (empty) is not supported; send the body uncompressed.');
     });
 
     it('rejects a body over the limit', async () => {

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, afterEach, before, beforeEach, describe, it } from 'node:test';
 import { setImmediate as nextTurn, setTimeout as sleep } from 'node:timers/promises';
+import fc from 'fast-check';
 import type { Profile } from '../../src/domain/profile.js';
 import { MAX_WRITE_ATTEMPTS } from '../../src/routes/profile.js';
 import { MemoryProfileStore } from '../../src/stores/memory.js';
@@ -13,9 +14,37 @@ const EMPTY: Profile = { name: null, email: null, bio: null };
 const ADA: Profile = { name: 'Ada Lovelace', email: 'ada@example.com', bio: 'Wrote the first program.' };
 const WRITE_METHODS = ['POST', 'PATCH', 'PUT'] as const;
 
-const NAME_RULE = 'must be a string of 1 to 100 characters, not blank, or null';
-const EMAIL_RULE = 'must be an email address (local@domain.tld) of at most 254 characters, or null';
-const BIO_RULE = 'must be a string of at most 1000 characters, or null';
+/** Every code point (no surrogate) that `test` accepts, as one-character strings. */
+function codePoints(test: RegExp): string[] {
+  const found: string[] = [];
+  for (let code = 0; code <= 0x10ffff; code++) {
+    if (code >= 0xd800 && code <= 0xdfff) continue;
+    const char = String.fromCodePoint(code);
+    if (test.test(char)) found.push(char);
+  }
+  return found;
+}
+
+/** White space and default-ignorable code points (U+200B, U+2060, U+FEFF, ...): a name of these alone is blank. */
+const BLANK = codePoints(/^[\p{White_Space}\p{Default_Ignorable_Code_Point}]$/u);
+/** Controls (C0, DEL, C1) and bidi controls (U+202E, ...): none may be in an email. */
+const HIDDEN_IN_EMAIL = codePoints(/^[\p{Cc}\p{Bidi_Control}]$/u);
+/** Controls a bio may not hold: all but tab and the line breaks. */
+const BIO_CONTROLS = codePoints(/^(?![\t\n\r])\p{Cc}$/u);
+
+/** Text of 0 to `max` characters, each from `chars`. */
+const textOf = (chars: string[], max: number) =>
+  fc.array(fc.constantFrom(...chars), { maxLength: max }).map((list) => list.join(''));
+/** `text` with `inserted` put in at a random place. */
+const withInserted = (text: string, inserted: fc.Arbitrary<string>) =>
+  fc.tuple(fc.nat(text.length), inserted).map(([at, char]) => text.slice(0, at) + char + text.slice(at));
+
+const NAME_RULE =
+  'must be a string of 1 to 100 characters, not blank or invisible, without control characters, or null';
+const EMAIL_RULE =
+  'must be an email address (local@domain.tld) of at most 254 characters, without white space, control or bidi control characters, or null';
+const BIO_RULE =
+  'must be a string of at most 1000 characters, without control characters other than tab and line breaks, or null';
 
 /** Asserts a 200 carrying exactly `profile` (as text: key order counts) at `version`, with its headers. */
 function assertProfile(res: TestResponse, profile: Profile, version: number): void {
@@ -97,7 +126,8 @@ function profileSuite(connect: Connect, { seed }: { seed: boolean }) {
     },
   };
   before(async () => {
-    suite.client = await connect({}, { profileStore: store });
+    // Unlimited: the properties send more requests than a rate-limit window allows.
+    suite.client = await connect({ rateLimitMax: 0 }, { profileStore: store });
     suite.profile = profileClient(suite.client);
   });
   beforeEach(async () => {
@@ -230,7 +260,7 @@ for (const [transport, connect] of transports) {
     });
 
     it('keeps Unicode exactly as sent', async () => {
-      const unicode = { name: 'Zoë 世界 😀', email: 'zoë@exämple.de', bio: 'é\u0301 \u0000 "quoted" \\ \n' };
+      const unicode = { name: 'Zoë 世界 😀', email: 'zoë@exämple.de', bio: 'é\u0301 \t "quoted" \\ \r\n' };
       assertProfile(await suite.profile.write('PUT', unicode), unicode, 1);
       assertProfile(await suite.profile.get(), unicode, 1);
     });
@@ -253,13 +283,18 @@ for (const [transport, connect] of transports) {
       ['a 100-character name', { name: 'n'.repeat(100) }],
       ['a name of 100 emoji (200 UTF-16 units)', { name: '😀'.repeat(100) }],
       ['a name with white space around it', { name: '  Ada  ' }],
+      ['a name with a zero-width joiner and a bidi mark in it', { name: '👩\u200d💻 \u200fעדה' }],
+      ['a name that is one visible character among invisible ones', { name: '\u200b\ufeffA\u2060' }],
       ['the shortest email', { email: 'a@b.c' }],
       ['a 254-character email', { email: email254 }],
       ['an email with a plus, dots and subdomains', { email: 'first.last+tag@mail.example.co.uk' }],
       ['a non-ASCII email', { email: 'zoë@exämple.de' }],
+      ['an email with a zero-width non-joiner, as Persian writes', { email: 'می\u200cخواهم@example.ir' }],
       ['an empty bio', { bio: '' }],
       ['a blank bio', { bio: '   ' }],
       ['a 1000-character bio', { bio: 'b'.repeat(1000) }],
+      ['a bio with tabs and line breaks', { bio: 'Poet.\tMathematician.\r\nWrote the first program.\n' }],
+      ['a bio with bidi controls and zero-width characters', { bio: 'Ada \u2067عدا\u2069 \u200b\u202eexample' }],
       ['a bio of 1000 emoji (2000 UTF-16 units)', { bio: '😀'.repeat(1000) }],
       ['every field null', { name: null, email: null, bio: null }],
     ];
@@ -274,6 +309,12 @@ for (const [transport, connect] of transports) {
       ['a blank name', 'name', '   ', NAME_RULE],
       ['a name of tabs and new lines', 'name', '\t\n', NAME_RULE],
       ['a name of Unicode spaces', 'name', '\u00a0\u3000\u2003', NAME_RULE],
+      ['a name of zero-width characters', 'name', '\u200b\u2060\ufeff', NAME_RULE],
+      ['a name of a zero-width space alone', 'name', '\u200b', NAME_RULE],
+      ['a name of spaces and invisible characters', 'name', ' \u200c\u00ad \u034f\u180e\ufe0f\u{e0020} ', NAME_RULE],
+      ['a name with a NUL in it', 'name', 'Ada\u0000', NAME_RULE],
+      ['a name with an escape sequence', 'name', '\u001b[31mAda', NAME_RULE],
+      ['a name with a new line in it', 'name', 'Ada\nLovelace', NAME_RULE],
       ['a 101-character name', 'name', 'n'.repeat(101), NAME_RULE],
       ['a name of 101 emoji', 'name', '😀'.repeat(101), NAME_RULE],
       ['a number as the name', 'name', 123, NAME_RULE],
@@ -291,12 +332,25 @@ for (const [transport, connect] of transports) {
       ['an email with two @', 'email', 'ada@lovelace@example.com', EMAIL_RULE],
       ['an email with a space', 'email', 'ada lovelace@example.com', EMAIL_RULE],
       ['an email with a space around it', 'email', ' ada@example.com', EMAIL_RULE],
+      ['an email with a NUL in it', 'email', 'ada\u0000@example.com', EMAIL_RULE],
+      ['an email with a control character in the domain', 'email', 'ada@exa\u0007mple.com', EMAIL_RULE],
+      ['an email with DEL', 'email', 'ada\u007f@example.com', EMAIL_RULE],
+      ['an email with a C1 control', 'email', 'ada\u0085@example.com', EMAIL_RULE],
+      ['an email with a right-to-left override', 'email', 'ada@\u202emoc.elpmaxe', EMAIL_RULE],
+      ['an email with a right-to-left mark', 'email', 'ada\u200f@example.com', EMAIL_RULE],
+      ['an email with an isolate', 'email', 'ada@example.\u2066com\u2069', EMAIL_RULE],
+      ['an email with an Arabic letter mark', 'email', '\u061cada@example.com', EMAIL_RULE],
       ['an empty email', 'email', '', EMAIL_RULE],
       ['a 255-character email', 'email', `l${email254}`, EMAIL_RULE],
       ['a number as the email', 'email', 42, EMAIL_RULE],
       ['an object as the email', 'email', {}, EMAIL_RULE],
       ['a 1001-character bio', 'bio', 'b'.repeat(1001), BIO_RULE],
       ['a bio of 1001 emoji', 'bio', '😀'.repeat(1001), BIO_RULE],
+      ['a bio with a NUL in it', 'bio', 'Wrote\u0000 the first program.', BIO_RULE],
+      ['a bio with an escape sequence', 'bio', '\u001b[2J\u001b[HWrote the first program.', BIO_RULE],
+      ['a bio with a backspace', 'bio', 'Ada\b\b\bGrace', BIO_RULE],
+      ['a bio with a vertical tab or a form feed', 'bio', 'a\u000bb\u000cc', BIO_RULE],
+      ['a bio with a C1 control', 'bio', 'Ada\u009b31m', BIO_RULE],
       ['a number as the bio', 'bio', 5, BIO_RULE],
       ['false as the bio', 'bio', false, BIO_RULE],
       ['an array as the bio', 'bio', ['x'], BIO_RULE],
@@ -418,6 +472,69 @@ for (const [transport, connect] of transports) {
         const res = await suite.client.send({ method, path: PATH, body: '{"name":"Grace"}' });
         assertEnvelope(res, 415, 'UNSUPPORTED_MEDIA_TYPE');
       }
+      await suite.assertUnchanged();
+    });
+
+    const numRuns = transport === 'inject' ? 200 : 30;
+
+    it('rejects every name made only of white space and invisible characters, changing nothing', async () => {
+      const blank = textOf(BLANK, 100).filter((name) => name !== '');
+      await fc.assert(
+        fc.asyncProperty(blank, async (name) => {
+          const res = await suite.profile.write('POST', { name });
+          assertEnvelope(res, 400, 'VALIDATION_ERROR', [{ field: 'name', message: NAME_RULE, value: name }]);
+        }),
+        { numRuns },
+      );
+      await suite.assertUnchanged();
+    });
+
+    it('accepts a name with a visible character among invisible ones, as sent', async () => {
+      const visible = fc
+        .string({ unit: 'grapheme', minLength: 1, maxLength: 4 })
+        .filter((text) => /^\P{Cc}*$/u.test(text) && /[^\p{White_Space}\p{Default_Ignorable_Code_Point}]/u.test(text));
+      const name = fc
+        .tuple(
+          textOf(BLANK, 10).map((t) => t.replace(/\p{Cc}/gu, '')),
+          visible,
+          textOf(BLANK, 10).map((t) => t.replace(/\p{Cc}/gu, '')),
+        )
+        .map((parts) => parts.join(''));
+      await fc.assert(
+        fc.asyncProperty(name, async (sent) => {
+          const res = await suite.profile.write('POST', { name: sent });
+          assert.equal(res.status, 200, res.text);
+          assert.equal(res.json().name, sent);
+        }),
+        { numRuns },
+      );
+    });
+
+    it('rejects an email with a control or bidi control character anywhere, changing nothing', async () => {
+      const email = fc
+        .constantFrom('ada@example.com', 'zoë@exämple.de', 'a@b.c')
+        .chain((valid) => withInserted(valid, fc.constantFrom(...HIDDEN_IN_EMAIL)));
+      await fc.assert(
+        fc.asyncProperty(email, async (sent) => {
+          const res = await suite.profile.write('PATCH', { email: sent });
+          assertEnvelope(res, 400, 'VALIDATION_ERROR', [{ field: 'email', message: EMAIL_RULE, value: sent }]);
+        }),
+        { numRuns },
+      );
+      await suite.assertUnchanged();
+    });
+
+    it('rejects a bio with a control other than tab and line breaks anywhere, changing nothing', async () => {
+      const bio = fc
+        .string({ unit: 'grapheme', maxLength: 50 })
+        .chain((text) => withInserted(text, fc.constantFrom(...BIO_CONTROLS)));
+      await fc.assert(
+        fc.asyncProperty(bio, async (sent) => {
+          const res = await suite.profile.write('PUT', { ...ADA, bio: sent });
+          assertEnvelope(res, 400, 'VALIDATION_ERROR', [{ field: 'bio', message: BIO_RULE, value: sent }]);
+        }),
+        { numRuns },
+      );
       await suite.assertUnchanged();
     });
 

@@ -62,7 +62,7 @@ for (const [transport, connect] of transports) {
 
     it('rejects a repeated keyword with the values as sent', async () => {
       assertEnvelope(await search('?keyword=a&keyword=b'), 400, 'VALIDATION_ERROR', [
-        { field: 'keyword', message: 'must not be blank', value: ['a', 'b'] },
+        { field: 'keyword', message: 'must be given once', value: ['a', 'b'] },
       ]);
     });
 
@@ -89,7 +89,7 @@ for (const [transport, connect] of transports) {
 
     it('rejects a repeated page with the values as sent', async () => {
       assertEnvelope(await search('?keyword=a&page=1&page=2'), 400, 'VALIDATION_ERROR', [
-        { field: 'page', message: PAGE_MESSAGE, value: ['1', '2'] },
+        { field: 'page', message: 'must be given once', value: ['1', '2'] },
       ]);
     });
 

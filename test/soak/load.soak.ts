@@ -1,11 +1,11 @@
 import assert from 'node:assert/strict';
-import { mkdir, mkdtemp, readFile, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, writeFile } from 'node:fs/promises';
 import type { IncomingHttpHeaders } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import autocannon from 'autocannon';
-import { exitOf, killAllServers, ROOT, readLog, startServer } from '../server-process.js';
+import { exitOf, killAllServers, ROOT, readLog, rssMiB, startServer } from '../server-process.js';
 import { MIX } from './mix.js';
 
 /**
@@ -30,13 +30,6 @@ const CONNECTIONS = 50;
  * the first half at this load, and the resident set settles after them.
  */
 const MAX_SLOPE_MIB_PER_MIN = 5;
-
-/** The process's resident set, in MiB, from /proc (Linux). */
-async function rssMiB(pid: number): Promise<number> {
-  const status = await readFile(`/proc/${pid}/status`, 'utf8');
-  const kib = Number(/^VmRSS:\s+(\d+) kB$/m.exec(status)?.[1]);
-  return kib / 1024;
-}
 
 /** The least-squares slope of `y` over `x`. */
 function slope(points: { x: number; y: number }[]): number {
