@@ -104,8 +104,31 @@ export function sendError(error: FastifyError | ApiError, request: FastifyReques
     .send(deepJson(envelope(shaped, request.id)));
 }
 
+/** What Node's parser tells of bytes it could not read as a request. */
+interface ParseError {
+  /** The bytes it was reading, and how far into them it got. */
+  rawPacket?: Buffer;
+  bytesParsed?: number;
+}
+
 /** A socket of Node's HTTP server: the response being written on it, with the later ones queued behind it. */
 type HttpSocket = Socket & { _httpMessage?: ServerResponse | null };
+
+/** The answer to a request in a major version of HTTP other than 1. */
+export function unsupportedVersion(): ApiError {
+  return apiError(505, 'Only HTTP/1.0 and HTTP/1.1 are supported.');
+}
+
+/**
+ * Whether the request line the parser refused names another major version of HTTP, well formed
+ * (HTTP/3.0, not HTTP/x): the parser stops right after the version.
+ */
+function namesOtherMajorVersion(error: NodeJS.ErrnoException): boolean {
+  const { rawPacket, bytesParsed } = error as ParseError;
+  if (rawPacket === undefined || bytesParsed === undefined) return false;
+  const version = /HTTP\/(\d)\.\d$/.exec(rawPacket.toString('latin1', Math.max(0, bytesParsed - 8), bytesParsed));
+  return version !== null && version[1] !== '1';
+}
 
 /** The answer to an error on the connection. */
 function clientErrorFor(error: NodeJS.ErrnoException): ApiError {
@@ -114,6 +137,10 @@ function clientErrorFor(error: NodeJS.ErrnoException): ApiError {
       return apiError(408);
     case 'HPE_HEADER_OVERFLOW':
       return apiError(431);
+    case 'HPE_PAUSED_H2_UPGRADE': // the HTTP/2 connection preface
+      return unsupportedVersion();
+    case 'HPE_INVALID_VERSION':
+      return namesOtherMajorVersion(error) ? unsupportedVersion() : apiError(400);
     default:
       return apiError(400);
   }
@@ -146,7 +173,7 @@ const answering = new WeakSet<Socket>();
 
 /**
  * Answers on a socket where Node gives Fastify no request to reply to: an error before there is a
- * request. The envelope and the fixed headers, as a reply would have them, written
+ * request, or a CONNECT. The envelope and the fixed headers, as a reply would have them, written
  * straight to the socket, which then closes; logged as one line. A pipelining client gets the
  * answers to its earlier requests first, in order. Later errors on the same connection (more
  * bytes, its timeout) add nothing; once the answer is written, they end the connection.
@@ -185,8 +212,8 @@ export function answerOnSocket(
 }
 
 /**
- * Errors raised on a connection before there is a request: a malformed request (400), headers
- * over the size limit (431), a request timeout (408).
+ * Errors raised on a connection before there is a request: a malformed request (400), another
+ * major version of HTTP (505), headers over the size limit (431), a request timeout (408).
  * Given to Fastify as `clientErrorHandler`.
  */
 export function clientErrorHandler(this: FastifyInstance, error: NodeJS.ErrnoException, socket: Socket): void {

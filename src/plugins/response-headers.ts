@@ -64,8 +64,8 @@ const PAGE_SECURITY: HeaderSet = (() => {
   return { ...headers, 'content-security-policy': DOCS_CSP };
 })();
 
-/** The methods the routes take: what a preflight may ask for. */
-const METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH'];
+/** The methods the routes take: what a preflight may ask for, and what a CONNECT is told to use. */
+export const METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH'];
 /** The request headers the service reads, besides those browsers always allow. */
 const ALLOWED_HEADERS = ['Accept', 'Content-Type', 'If-Match', 'If-None-Match', 'X-Request-Id'];
 /** The response headers a script may read, besides the always-safe ones. */
@@ -183,7 +183,7 @@ const SOCKET_SECURITY_LINES = Object.entries({ ...API_SECURITY, vary: 'Origin' }
 
 /**
  * The fixed head lines of an answer written straight to the socket, where Fastify has no reply to
- * set them on (an error before there is a request): its request id and security headers.
+ * set them on (an error before there is a request, a CONNECT): its request id and security headers.
  */
 export function socketAnswerHead(id: string): string {
   return `x-request-id: ${id}\r\n${SOCKET_SECURITY_LINES}`;
