@@ -9,8 +9,8 @@ import { connectTo, type RawResponse, ResponseReader } from './raw-http.js';
 
 /**
  * Requests at the edges of HTTP/1.1, sent as raw bytes to a listening server: the ones Node's HTTP
- * layer would answer by itself (with a bare status, or not at all), and errors that follow
- * pipelined requests. Each gets the envelope with the headers of any answer.
+ * layer would answer by itself (with a bare status, or not at all), fields that must not repeat,
+ * and errors that follow pipelined requests. Each gets the envelope with the headers of any answer.
  */
 
 const API_SECURITY = {
@@ -182,6 +182,57 @@ describe('answers Node would give by itself', () => {
   it('answers a request line over the header limit with 431', async () => {
     const res = await lastAnswer(server.port, get(`/api/hello/${'a'.repeat(20_000)}`));
     assertError(res, 431, 'REQUEST_HEADER_FIELDS_TOO_LARGE');
+  });
+});
+
+describe('fields that must not repeat', () => {
+  let server: Server;
+  before(async () => {
+    server = await listening();
+  });
+  after(() => server.app.close());
+
+  const echo = (headers: string) =>
+    `POST /api/echo HTTP/1.1\r\n${headers}Content-Length: 2\r\nX-Request-Id: twice\r\n\r\n{}`;
+
+  it('answers two Host fields with 400 VALIDATION_ERROR, with the values as sent', async () => {
+    const reader = await send(server.port, get('/api/hello', 'Host: a.example\r\nhost: b.example\r\n'));
+    assertError(await reader.next(), 400, 'VALIDATION_ERROR', [
+      { field: 'Host', message: 'must be given once', value: ['a.example', 'b.example'] },
+    ]);
+    reader.socket.destroy();
+  });
+
+  it('answers two Content-Type fields with 400, and each field repeated at once', async () => {
+    const reader = await send(
+      server.port,
+      echo('Host: x\r\nContent-Type: application/json\r\nContent-Type: text/plain\r\n') +
+        echo('Host: x\r\nHost: x\r\nContent-Type: application/json\r\nContent-Type: application/json\r\n'),
+    );
+    const error = assertError(await reader.next(), 400, 'VALIDATION_ERROR', [
+      { field: 'Content-Type', message: 'must be given once', value: ['application/json', 'text/plain'] },
+    ]);
+    assert.equal(error.request_id, 'twice');
+    assertError(await reader.next(), 400, 'VALIDATION_ERROR', [
+      { field: 'Host', message: 'must be given once', value: ['x', 'x'] },
+      { field: 'Content-Type', message: 'must be given once', value: ['application/json', 'application/json'] },
+    ]);
+    reader.socket.destroy();
+  });
+
+  it('takes a Content-Type given once with a comma in a quoted parameter', async () => {
+    const reader = await send(server.port, echo('Host: x\r\nContent-Type: application/json; x="a,b"\r\n'));
+    const res = await reader.next();
+    assert.equal(res.status, 200, res.text);
+    reader.socket.destroy();
+  });
+
+  it('reads a repeated X-Request-Id as one joined value, not a token, so the answer gets a new id', async () => {
+    const reader = await send(server.port, get('/api/hello', 'Host: x\r\nX-Request-Id: a\r\nX-Request-Id: b\r\n'));
+    const res = await reader.next();
+    assert.equal(res.status, 200);
+    assert.match(res.headers['x-request-id'] ?? '', ID);
+    reader.socket.destroy();
   });
 });
 

@@ -2,7 +2,7 @@ import type { IncomingMessage, ServerOptions } from 'node:http';
 import type { Socket } from 'node:net';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
-import { type ApiError, apiError, methodNotAllowed, validationError } from '../errors.js';
+import { type ApiError, apiError, type ErrorDetail, methodNotAllowed, validationError } from '../errors.js';
 import { answerOnSocket, unsupportedVersion } from './errors.js';
 import { METHODS, requestId } from './response-headers.js';
 
@@ -17,14 +17,53 @@ import { METHODS, requestId } from './response-headers.js';
 export const HTTP_GUARD_SERVER_OPTIONS = {
   // A request without Host comes to the checks below rather than getting Node's empty 400.
   requireHostHeader: false,
+  // A field sent twice is joined with ", " rather than kept only once, so a repeated Host or
+  // Content-Type shows in the parsed headers.
+  joinDuplicateHeaders: true,
 } satisfies ServerOptions;
+
+/** Fields the service reads that may be given only once (RFC 9112, 3.2; RFC 9110, 8.3), with their names as reported. */
+const SINGLE_FIELDS = [
+  ['host', 'Host'],
+  ['content-type', 'Content-Type'],
+] as const;
+
+/** Every value given for a field, in order. */
+function fieldValues(request: IncomingMessage, name: string): string[] {
+  const values: string[] = [];
+  const lines = request.rawHeaders;
+  for (let i = 0; i < lines.length; i += 2) {
+    if (lines[i]?.toLowerCase() === name) values.push(lines[i + 1] ?? '');
+  }
+  return values;
+}
+
+/**
+ * A missing Host in HTTP/1.1, and every field of SINGLE_FIELDS given more than once, as validation
+ * details. A field's lines are read only when its value holds a comma, as a joined one does.
+ */
+function fieldDetails(request: FastifyRequest): ErrorDetail[] {
+  const details: ErrorDetail[] = [];
+  if (request.headers.host === undefined && request.raw.httpVersionMinor === 1) {
+    details.push({ field: 'Host', message: 'is required in HTTP/1.1', value: null });
+  }
+  for (const [name, field] of SINGLE_FIELDS) {
+    if (request.headers[name]?.includes(',') !== true) continue;
+    const values = fieldValues(request.raw, name);
+    if (values.length > 1) details.push({ field, message: 'must be given once', value: values });
+  }
+  return details;
+}
 
 /** Why a request must be refused, or null. `unmet`: the requests whose Expect Node found it could not meet. */
 function refusal(request: FastifyRequest, unmet: WeakSet<IncomingMessage>): ApiError | null {
   const { raw, headers } = request;
   if (raw.httpVersionMajor !== 1) return unsupportedVersion();
-  if (headers.host === undefined && raw.httpVersionMinor === 1) {
-    return validationError([{ field: 'Host', message: 'is required in HTTP/1.1', value: null }]);
+  // The fields are looked at only for what a well-formed request never shows: no Host, a comma in Host or Content-Type.
+  const { host } = headers;
+  if (host === undefined || host.includes(',') || headers['content-type']?.includes(',') === true) {
+    const details = fieldDetails(request);
+    if (details.length > 0) return validationError(details);
   }
   if (headers.expect !== undefined && unmet.has(raw)) {
     return apiError(
