@@ -7,6 +7,7 @@ import { apiPathTest } from './lib/api-path.js';
 import { compileOnFirstUse } from './lib/compile-on-first-use.js';
 import { docsRoutes } from './plugins/docs.js';
 import { clientErrorHandler, errorsPlugin, sendError } from './plugins/errors.js';
+import { HTTP_GUARD_SERVER_OPTIONS, httpGuardPlugin } from './plugins/http-guard.js';
 import { jsonBodyPlugin } from './plugins/json-body.js';
 import { metricsPlugin, metricsRoute } from './plugins/metrics.js';
 import { openapiPlugin, openapiRoute } from './plugins/openapi.js';
@@ -78,6 +79,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
     // Against slow clients: a request must arrive within its timeouts (else 408, from
     // clientErrorHandler), and Node checks them often enough for a short timeout to hold.
     http: {
+      ...HTTP_GUARD_SERVER_OPTIONS,
       headersTimeout: config.headersTimeoutMs,
       requestTimeout: config.requestTimeoutMs,
       connectionsCheckingInterval: timeoutCheckMs,
@@ -99,6 +101,8 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   await app.register(jsonBodyPlugin);
   // First of the request hooks: it sets every response's headers, and answers CORS preflights.
   await app.register(responseHeadersPlugin, { headers });
+  // Before versioning: a request HTTP itself refuses is refused whatever version it asks for.
+  await app.register(httpGuardPlugin);
   await app.register(versioningPlugin, { isApiPath });
   await app.register(shutdownPlugin, { requestLog });
   await app.register(openapiPlugin, { isApiPath });

@@ -245,6 +245,33 @@ describe('hostile clients, against the server process', () => {
     assertNormalLatency(during, quiet);
   });
 
+  it('answers CONNECT with 405 and survives clients that then reset the connection', async () => {
+    const attacks = Array.from(
+      { length: ATTACKERS },
+      () =>
+        new Promise<string>((resolve, reject) => {
+          let response = '';
+          // Half-open: the client keeps its side open once the server has closed its own, then resets
+          // it, while the server's side is still reading.
+          const socket = connect({ port: server.port, host: '127.0.0.1', allowHalfOpen: true }, () =>
+            socket.write('CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n'),
+          );
+          socket.setEncoding('utf8');
+          socket.on('data', (chunk) => {
+            response += chunk;
+          });
+          socket.on('end', () => {
+            socket.resetAndDestroy();
+            resolve(response);
+          });
+          socket.on('error', reject);
+        }),
+    );
+    for (const response of await Promise.all(attacks)) assertCutOff(response, 405, 'METHOD_NOT_ALLOWED');
+    const res = await fetch(`${origin}/healthz`);
+    assert.equal(res.status, 200);
+  });
+
   it('logged each cut-off as a client error, and nothing at error level', async () => {
     server.child.kill('SIGTERM');
     assert.deepEqual(exitOf(await server.exited), { code: 0, signal: null });
@@ -254,6 +281,6 @@ describe('hostile clients, against the server process', () => {
       [],
     );
     const clientErrors = lines.filter((line) => line.msg === 'client error');
-    assert.ok(clientErrors.length >= 3 * ATTACKERS + IDLE_CONNECTIONS, `${clientErrors.length} client errors logged`);
+    assert.ok(clientErrors.length >= 4 * ATTACKERS + IDLE_CONNECTIONS, `${clientErrors.length} client errors logged`);
   });
 });

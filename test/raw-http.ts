@@ -59,6 +59,18 @@ export class ResponseReader {
     return { status, headers, text, json: () => JSON.parse(text) };
   }
 
+  /** Resolves when more bytes arrive or the connection closes, or at `deadline` (a performance.now() time). */
+  private async moreBy(deadline: number): Promise<void> {
+    await new Promise<void>((resolve) => {
+      const timer = setTimeout(resolve, deadline - performance.now());
+      this.wake = () => {
+        clearTimeout(timer);
+        this.wake = undefined;
+        resolve();
+      };
+    });
+  }
+
   /** The next response, interim (1xx) ones included. */
   async next(timeoutMs = 10_000): Promise<RawResponse> {
     const deadline = performance.now() + timeoutMs;
@@ -71,17 +83,19 @@ export class ResponseReader {
             `unread bytes: ${JSON.stringify(this.buffer.toString('latin1'))}`,
         );
       }
-      const left = deadline - performance.now();
-      if (left <= 0) throw new Error(`no complete response within ${timeoutMs} ms`);
-      await new Promise<void>((resolve) => {
-        const timer = setTimeout(resolve, left);
-        this.wake = () => {
-          clearTimeout(timer);
-          this.wake = undefined;
-          resolve();
-        };
-      });
+      if (performance.now() >= deadline) throw new Error(`no complete response within ${timeoutMs} ms`);
+      await this.moreBy(deadline);
     }
+  }
+
+  /** Resolves once the connection is closed with nothing more sent; fails if more comes, or if it is still open after `timeoutMs`. */
+  async closed(timeoutMs = 10_000): Promise<void> {
+    const deadline = performance.now() + timeoutMs;
+    while (!this.ended && this.buffer.length === 0) {
+      if (performance.now() >= deadline) throw new Error(`the connection is still open after ${timeoutMs} ms`);
+      await this.moreBy(deadline);
+    }
+    assert.equal(this.buffer.toString('latin1'), '', 'nothing more is sent');
   }
 }
 

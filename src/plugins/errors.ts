@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { STATUS_CODES } from 'node:http';
+import { type ServerResponse, STATUS_CODES } from 'node:http';
 import type { Socket } from 'node:net';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
@@ -18,7 +18,7 @@ import {
 import { deepJson } from '../lib/json-text.js';
 import { utcDateTime } from '../lib/local-time.js';
 import { StoreUnavailableError } from '../stores/health.js';
-import { SOCKET_ERROR_HEADERS } from './response-headers.js';
+import { socketAnswerHead } from './response-headers.js';
 import { validationDetails } from './validation.js';
 
 declare module 'fastify' {
@@ -104,31 +104,121 @@ export function sendError(error: FastifyError | ApiError, request: FastifyReques
     .send(deepJson(envelope(shaped, request.id)));
 }
 
+/** What Node's parser tells of bytes it could not read as a request. */
+interface ParseError {
+  /** The bytes it was reading, and how far into them it got. */
+  rawPacket?: Buffer;
+  bytesParsed?: number;
+}
+
+/** A socket of Node's HTTP server: the response being written on it, with the later ones queued behind it. */
+type HttpSocket = Socket & { _httpMessage?: ServerResponse | null };
+
+/** The answer to a request in a major version of HTTP other than 1. */
+export function unsupportedVersion(): ApiError {
+  return apiError(505, 'Only HTTP/1.0 and HTTP/1.1 are supported.');
+}
+
 /**
- * Errors raised on a connection before there is a request to answer (a malformed request
- * line, headers over the size limit, a request timeout): answered with the envelope and the
- * security headers too, written straight to the socket, which then closes. Given to Fastify as `clientErrorHandler`.
+ * Whether the request line the parser refused names another major version of HTTP, well formed
+ * (HTTP/3.0, not HTTP/x): the parser stops right after the version.
+ */
+function namesOtherMajorVersion(error: NodeJS.ErrnoException): boolean {
+  const { rawPacket, bytesParsed } = error as ParseError;
+  if (rawPacket === undefined || bytesParsed === undefined) return false;
+  const version = /HTTP\/(\d)\.\d$/.exec(rawPacket.toString('latin1', Math.max(0, bytesParsed - 8), bytesParsed));
+  return version !== null && version[1] !== '1';
+}
+
+/** The answer to an error on the connection. */
+function clientErrorFor(error: NodeJS.ErrnoException): ApiError {
+  switch (error.code) {
+    case 'ERR_HTTP_REQUEST_TIMEOUT':
+      return apiError(408);
+    case 'HPE_HEADER_OVERFLOW':
+      return apiError(431);
+    case 'HPE_PAUSED_H2_UPGRADE': // the HTTP/2 connection preface
+      return unsupportedVersion();
+    case 'HPE_INVALID_VERSION':
+      return namesOtherMajorVersion(error) ? unsupportedVersion() : apiError(400);
+    default:
+      return apiError(400);
+  }
+}
+
+/**
+ * Calls `write` once the socket has sent every response it owes for requests read in full,
+ * each given `limitMs` (then the connection is dropped). A response to a request still being
+ * read is not waited for: the error is about that request.
+ */
+function afterOwedResponses(socket: HttpSocket, limitMs: number, write: () => void): void {
+  const owed = socket._httpMessage;
+  if (owed == null || !owed.req.complete) {
+    write();
+    return;
+  }
+  const timer = setTimeout(() => socket.destroy(), limitMs).unref();
+  const stop = () => clearTimeout(timer);
+  socket.once('close', stop);
+  owed.once('finish', () => {
+    stop();
+    socket.off('close', stop);
+    // Node has handed the socket to the next queued response, if any, before this listener runs.
+    afterOwedResponses(socket, limitMs, write);
+  });
+}
+
+/** Sockets with an answer of answerOnSocket's under way, or written. */
+const answering = new WeakSet<Socket>();
+
+/**
+ * Answers on a socket where Node gives Fastify no request to reply to: an error before there is a
+ * request, or a CONNECT. The envelope and the fixed headers, as a reply would have them, written
+ * straight to the socket, which then closes; logged as one line. A pipelining client gets the
+ * answers to its earlier requests first, in order. Later errors on the same connection (more
+ * bytes, its timeout) add nothing; once the answer is written, they end the connection.
+ */
+export function answerOnSocket(
+  app: FastifyInstance,
+  socket: Socket,
+  error: ApiError,
+  id: string,
+  reason: string,
+): void {
+  if (answering.has(socket)) {
+    if (socket.writableEnded) socket.destroy();
+    return;
+  }
+  answering.add(socket);
+  const status = error.statusCode;
+  app.log.info({ request_id: id, status, reason }, 'client error');
+  const body = JSON.stringify(envelope(error, id));
+  const own = Object.entries(error.headers).map(([name, value]) => `${name}: ${value}\r\n`);
+  afterOwedResponses(socket, app.server.requestTimeout, () => {
+    if (!socket.writable) {
+      socket.destroy();
+      return;
+    }
+    socket.end(
+      `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\n` +
+        'Content-Type: application/json; charset=utf-8\r\n' +
+        `Content-Length: ${Buffer.byteLength(body)}\r\n` +
+        own.join('') +
+        socketAnswerHead(id) +
+        'Connection: close\r\n\r\n' +
+        body,
+    );
+  });
+}
+
+/**
+ * Errors raised on a connection before there is a request: a malformed request (400), another
+ * major version of HTTP (505), headers over the size limit (431), a request timeout (408).
+ * Given to Fastify as `clientErrorHandler`.
  */
 export function clientErrorHandler(this: FastifyInstance, error: NodeJS.ErrnoException, socket: Socket): void {
   if (error.code === 'ECONNRESET' || socket.destroyed) return;
-  const status = error.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? 408 : error.code === 'HPE_HEADER_OVERFLOW' ? 431 : 400;
-  const id = randomUUID();
-  const shaped = apiError(status);
-  const body = JSON.stringify(envelope(shaped, id));
-  this.log.info({ request_id: id, status, reason: error.code }, 'client error');
-  if (!socket.writable) {
-    socket.destroy();
-    return;
-  }
-  socket.end(
-    `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\n` +
-      'Content-Type: application/json; charset=utf-8\r\n' +
-      `Content-Length: ${Buffer.byteLength(body)}\r\n` +
-      `X-Request-Id: ${id}\r\n` +
-      SOCKET_ERROR_HEADERS +
-      'Connection: close\r\n\r\n' +
-      body,
-  );
+  answerOnSocket(this, socket, clientErrorFor(error), randomUUID(), error.code ?? 'unknown');
 }
 
 /**

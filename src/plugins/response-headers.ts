@@ -64,8 +64,8 @@ const PAGE_SECURITY: HeaderSet = (() => {
   return { ...headers, 'content-security-policy': DOCS_CSP };
 })();
 
-/** The methods the routes take: what a preflight may ask for. */
-const METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH'];
+/** The methods the routes take: what a preflight may ask for, and what a CONNECT is told to use. */
+export const METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH'];
 /** The request headers the service reads, besides those browsers always allow. */
 const ALLOWED_HEADERS = ['Accept', 'Content-Type', 'If-Match', 'If-None-Match', 'X-Request-Id'];
 /** The response headers a script may read, besides the always-safe ones. */
@@ -176,13 +176,18 @@ export class ResponseHeaders {
   }
 }
 
-/**
- * The head of an error written straight to the socket, before there is a request: its fixed
- * headers as HTTP lines, worked out once.
- */
-export const SOCKET_ERROR_HEADERS = Object.entries({ ...API_SECURITY, vary: 'Origin' })
+/** The security headers of an answer written straight to the socket, as HTTP lines, worked out once. */
+const SOCKET_SECURITY_LINES = Object.entries({ ...API_SECURITY, vary: 'Origin' })
   .map(([name, value]) => `${name}: ${value}\r\n`)
   .join('');
+
+/**
+ * The fixed head lines of an answer written straight to the socket, where Fastify has no reply to
+ * set them on (an error before there is a request, a CONNECT): its request id and security headers.
+ */
+export function socketAnswerHead(id: string): string {
+  return `x-request-id: ${id}\r\n${SOCKET_SECURITY_LINES}`;
+}
 
 const ACCEPTED_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 

@@ -1,0 +1,114 @@
+import type { IncomingMessage, ServerOptions } from 'node:http';
+import type { Socket } from 'node:net';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import fp from 'fastify-plugin';
+import { type ApiError, apiError, type ErrorDetail, methodNotAllowed, validationError } from '../errors.js';
+import { answerOnSocket, unsupportedVersion } from './errors.js';
+import { METHODS, requestId } from './response-headers.js';
+
+/**
+ * What HTTP/1.1 requires a server to refuse, refused with the envelope: Node's HTTP layer would
+ * answer some of it by itself, with a bare status and no request id, and let the rest through.
+ * Checked once the request hooks are done, so the answer carries every header a reply has, and
+ * before the body is read.
+ */
+
+/** Node's server options the checks rely on. */
+export const HTTP_GUARD_SERVER_OPTIONS = {
+  // A request without Host comes to the checks below rather than getting Node's empty 400.
+  requireHostHeader: false,
+  // A field sent twice is joined with ", " rather than kept only once, so a repeated Host or
+  // Content-Type shows in the parsed headers.
+  joinDuplicateHeaders: true,
+} satisfies ServerOptions;
+
+/** Fields the service reads that may be given only once (RFC 9112, 3.2; RFC 9110, 8.3), with their names as reported. */
+const SINGLE_FIELDS = [
+  ['host', 'Host'],
+  ['content-type', 'Content-Type'],
+] as const;
+
+/** Every value given for a field, in order. */
+function fieldValues(request: IncomingMessage, name: string): string[] {
+  const values: string[] = [];
+  const lines = request.rawHeaders;
+  for (let i = 0; i < lines.length; i += 2) {
+    if (lines[i]?.toLowerCase() === name) values.push(lines[i + 1] ?? '');
+  }
+  return values;
+}
+
+/**
+ * A missing Host in HTTP/1.1, and every field of SINGLE_FIELDS given more than once, as validation
+ * details. A field's lines are read only when its value holds a comma, as a joined one does.
+ */
+function fieldDetails(request: FastifyRequest): ErrorDetail[] {
+  const details: ErrorDetail[] = [];
+  if (request.headers.host === undefined && request.raw.httpVersionMinor === 1) {
+    details.push({ field: 'Host', message: 'is required in HTTP/1.1', value: null });
+  }
+  for (const [name, field] of SINGLE_FIELDS) {
+    if (request.headers[name]?.includes(',') !== true) continue;
+    const values = fieldValues(request.raw, name);
+    if (values.length > 1) details.push({ field, message: 'must be given once', value: values });
+  }
+  return details;
+}
+
+/** Why a request must be refused, or null. `unmet`: the requests whose Expect Node found it could not meet. */
+function refusal(request: FastifyRequest, unmet: WeakSet<IncomingMessage>): ApiError | null {
+  const { raw, headers } = request;
+  if (raw.httpVersionMajor !== 1) return unsupportedVersion();
+  // The fields are looked at only for what a well-formed request never shows: no Host, a comma in Host or Content-Type.
+  const { host } = headers;
+  if (host === undefined || host.includes(',') || headers['content-type']?.includes(',') === true) {
+    const details = fieldDetails(request);
+    if (details.length > 0) return validationError(details);
+  }
+  if (headers.expect !== undefined && unmet.has(raw)) {
+    return apiError(
+      417,
+      `Expect: ${headers.expect} cannot be met; the one expectation this service meets is 100-continue.`,
+    );
+  }
+  return null;
+}
+
+const UPGRADE = /upgrade/i;
+
+/**
+ * A request that asks to switch protocols (Upgrade, with Connection: upgrade) is answered in
+ * HTTP/1.1 and the connection closed after it: Node's parser stops reading at the end of such a
+ * request, and whatever was sent after it in the same packet would be lost.
+ */
+function closeAfterUpgradeRequest(request: FastifyRequest, reply: FastifyReply): void {
+  if (request.headers.upgrade !== undefined && UPGRADE.test(request.headers.connection ?? '')) {
+    reply.header('connection', 'close');
+  }
+}
+
+export const httpGuardPlugin = fp(
+  async (app: FastifyInstance) => {
+    const unmet = new WeakSet<IncomingMessage>();
+    // Given this listener, Node leaves a request whose Expect it cannot meet to the service, which
+    // routes it as usual; the check below refuses it with a 417.
+    app.server.on('checkExpectation', (request, response) => {
+      unmet.add(request);
+      app.routing(request, response);
+    });
+    // A CONNECT asks for a tunnel, which this service, no proxy, does not offer: 405, naming the
+    // methods it takes. Node hands the connection over with its own listeners removed, so it is
+    // read to its end here, and closed once idle for the server's timeout.
+    app.server.on('connect', (request: IncomingMessage, socket: Socket) => {
+      socket.on('error', () => {}); // a client gone meanwhile (ECONNRESET) is no error of the service's
+      socket.once('timeout', () => socket.destroy());
+      socket.resume();
+      answerOnSocket(app, socket, methodNotAllowed('CONNECT', METHODS), requestId(request), 'CONNECT');
+    });
+    app.addHook('preParsing', (request, reply, payload, done) => {
+      closeAfterUpgradeRequest(request, reply);
+      done(refusal(request, unmet), payload);
+    });
+  },
+  { name: 'http-guard', dependencies: ['errors'] },
+);
