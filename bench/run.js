@@ -6,6 +6,7 @@
  *   npm run bench                       # 3 rounds of 5 s per endpoint and server
  *   npm run bench -- --rounds 2 --duration 3 --total 200000   # a quick look
  *   npm run bench -- --baseline ../other-checkout   # adds another build of the service to the rounds
+ *   npm run bench -- --only hello,echo --total 0    # some endpoints (by name), no million-request run
  *   npm run bench -- --load autocannon              # wrk is used when installed
  *
  * Prints a Markdown report (the one BENCHMARKS.md quotes) and writes it, with the raw
@@ -29,8 +30,14 @@ const { values: options } = parseArgs({
     total: { type: 'string', default: '1000000' },
     load: { type: 'string' },
     baseline: { type: 'string' },
+    only: { type: 'string' },
   },
 });
+/** The endpoints measured: all, or those whose name contains one of the words of `--only`. */
+const MEASURED =
+  options.only === undefined
+    ? ENDPOINTS
+    : ENDPOINTS.filter(({ name }) => options.only.split(',').some((word) => name.includes(word)));
 const LOAD = loadGenerator(options.load);
 const ROUNDS = Number(options.rounds);
 const DURATION_S = Number(options.duration);
@@ -168,6 +175,27 @@ function cpuMicros(pid) {
   return (ticks * 1e6) / 100; // USER_HZ is 100 on Linux
 }
 
+/** One million requests, every endpoint in turn on each connection, with the service's RSS sampled along. */
+async function million(service, load) {
+  const rss = sampleRss(service.child.pid, 250);
+  const started = performance.now();
+  const result = await load(service, ENDPOINTS, { total: TOTAL_REQUESTS });
+  rss.stop();
+  const seconds = (performance.now() - started) / 1000;
+  const halfway = started + (seconds * 1000) / 2;
+  const lastHalf = rss.samples
+    .filter((sample) => sample.at >= halfway)
+    .map((sample) => ({ x: (sample.at - started) / 1000, y: sample.rss / MB }));
+  return {
+    requests: result.requests,
+    failures: result.failures,
+    seconds,
+    peakRssMb: rss.peak() / MB,
+    rssAfterMb: rssBytes(service.child.pid) / MB,
+    lastHalfSlopeMbPerMinute: slope(lastHalf) * 60,
+  };
+}
+
 async function main() {
   const servers = [];
   for (const server of SERVERS) servers.push(await start(server));
@@ -181,12 +209,12 @@ async function main() {
     await checkSameAnswers(servers);
     const rss = new Map(servers.map((server) => [server.key, sampleRss(server.child.pid, 100)]));
 
-    for (const endpoint of ENDPOINTS) {
+    for (const endpoint of MEASURED) {
       for (const server of servers) await load(server, [endpoint], { duration: WARM_UP_S });
     }
-    const runs = new Map(ENDPOINTS.map((endpoint) => [endpoint.name, new Map(servers.map((s) => [s.key, []]))]));
+    const runs = new Map(MEASURED.map((endpoint) => [endpoint.name, new Map(servers.map((s) => [s.key, []]))]));
     for (let round = 1; round <= ROUNDS; round++) {
-      for (const endpoint of ENDPOINTS) {
+      for (const endpoint of MEASURED) {
         for (const server of servers) {
           const cpuBefore = cpuMicros(server.child.pid);
           const result = await load(server, [endpoint], { duration: DURATION_S });
@@ -203,16 +231,7 @@ async function main() {
     }
     for (const sampler of rss.values()) sampler.stop();
 
-    // One million requests, every endpoint in turn on each connection, with RSS sampled along.
-    const soak = sampleRss(service.child.pid, 250);
-    const started = performance.now();
-    const soakResult = await load(service, ENDPOINTS, { total: TOTAL_REQUESTS });
-    soak.stop();
-    const soakSeconds = (performance.now() - started) / 1000;
-    const halfway = started + (soakSeconds * 1000) / 2;
-    const lastHalf = soak.samples
-      .filter((sample) => sample.at >= halfway)
-      .map((sample) => ({ x: (sample.at - started) / 1000, y: sample.rss / MB }));
+    const soak = TOTAL_REQUESTS > 0 ? await million(service, load) : null;
 
     const report = {
       machine: `${cpus().length} × ${cpus()[0].model}, ${fixed(totalmem() / 1024 ** 3, 1)} GiB, Node ${process.version}`,
@@ -226,15 +245,8 @@ async function main() {
       },
       startupMs: Object.fromEntries(servers.map((server) => [server.key, server.startupMs])),
       peakRssDuringRunsMb: Object.fromEntries([...rss].map(([key, sampler]) => [key, sampler.peak() / MB])),
-      soak: {
-        requests: soakResult.requests,
-        failures: soakResult.failures,
-        seconds: soakSeconds,
-        peakRssMb: soak.peak() / MB,
-        rssAfterMb: rssBytes(service.child.pid) / MB,
-        lastHalfSlopeMbPerMinute: slope(lastHalf) * 60,
-      },
-      endpoints: ENDPOINTS.map((endpoint) => {
+      soak,
+      endpoints: MEASURED.map((endpoint) => {
         const byServer = runs.get(endpoint.name);
         const figures = Object.fromEntries(
           [...byServer].map(([key, list]) => [
@@ -292,7 +304,9 @@ function toMarkdown(report) {
     '',
     `- Start to first 200 (ms): ${each(report.startupMs, 0)}.`,
     `- Peak RSS during the rounds (MB): ${each(report.peakRssDuringRunsMb, 1)}.`,
-    `- Service, ${soak.requests} requests over every endpoint in ${fixed(soak.seconds, 1)} s, ${soak.failures} failed: peak RSS ${fixed(soak.peakRssMb, 1)} MB, ${fixed(soak.rssAfterMb, 1)} MB after; RSS slope over the last half ${fixed(soak.lastHalfSlopeMbPerMinute, 2)} MB/min.`,
+    soak === null
+      ? '- No million-request run (--total 0).'
+      : `- Service, ${soak.requests} requests over every endpoint in ${fixed(soak.seconds, 1)} s, ${soak.failures} failed: peak RSS ${fixed(soak.peakRssMb, 1)} MB, ${fixed(soak.rssAfterMb, 1)} MB after; RSS slope over the last half ${fixed(soak.lastHalfSlopeMbPerMinute, 2)} MB/min.`,
     '',
   ].join('\n');
 }
