@@ -56,19 +56,21 @@ export interface SpawnOptions {
    * thousands of log lines are read once the process has exited (`lines` then stays empty).
    */
   logFile?: string;
+  /** Options for Node itself, before the script: `--import` of a module that runs first, say. */
+  nodeArgs?: string[];
 }
 
 export async function spawnServer(
   env: Record<string, string> = {},
   args: string[] = [],
-  { logFile }: SpawnOptions = {},
+  { logFile, nodeArgs = [] }: SpawnOptions = {},
 ): Promise<ServerProcess> {
   const childEnv: NodeJS.ProcessEnv = { ...process.env };
   for (const name of [...CONFIG_VARIABLES, 'NODE_TEST_CONTEXT']) delete childEnv[name];
   Object.assign(childEnv, { PORT: '0', HOST: '127.0.0.1' }, env);
 
   const logFd = logFile === undefined ? undefined : openSync(logFile, 'w');
-  const child = spawn(process.execPath, ['dist/server.js', ...args], {
+  const child = spawn(process.execPath, [...nodeArgs, 'dist/server.js', ...args], {
     cwd: ROOT,
     env: childEnv,
     stdio: ['ignore', logFd ?? 'pipe', 'pipe'],

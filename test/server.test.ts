@@ -6,6 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { after, before, describe, it } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { request } from 'undici';
 import { DEFAULT_CONFIG, SOURCES } from '../src/config.js';
 import { VERSION } from '../src/version.js';
@@ -173,6 +174,60 @@ describe('server process (dist/server.js)', { concurrency: true }, () => {
       );
     } finally {
       server.kill();
+    }
+  });
+
+  describe('SIGTERM during start-up exits 0, without a word on stderr', { concurrency: true }, () => {
+    // Module hooks, run by the child before dist/server.js, that hold the loading of the first
+    // module after it for a while and say so on stderr: a slow disk or a busy machine, on demand.
+    // Before JavaScript runs at all, a SIGTERM kills any Node process by the signal; from the
+    // first line of dist/server.js on, it must not.
+    const HOLD_MS = 1000;
+    const hooks = `
+      import { writeSync } from 'node:fs';
+      let held = false;
+      export async function load(url, context, nextLoad) {
+        if (!held && url.startsWith('file:') && !url.endsWith('/dist/server.js')) {
+          held = true;
+          writeSync(2, 'holding\\n');
+          await new Promise((resolve) => setTimeout(resolve, ${HOLD_MS}));
+        }
+        return nextLoad(url, context);
+      }`;
+    const register = `import { register } from 'node:module'; register(${JSON.stringify(`data:text/javascript,${encodeURIComponent(hooks)}`)});`;
+    const nodeArgs = ['--import', `data:text/javascript,${encodeURIComponent(register)}`];
+
+    /** SIGTERM `afterMs` after the loading held by the hooks has begun. */
+    async function sigtermDuringStart(afterMs: number): Promise<void> {
+      const server = await spawnServer({}, [], { nodeArgs });
+      try {
+        await withTimeout(
+          new Promise<void>((resolve) => {
+            const check = () => server.stderr() === 'holding\n' && resolve();
+            server.child.stderr?.on('data', check);
+            check();
+          }),
+          10_000,
+          'the loading held',
+        );
+        await sleep(afterMs);
+        server.child.kill('SIGTERM');
+        const exit = await withTimeout(server.exited, 10_000, 'exit after SIGTERM');
+        const state = `SIGTERM ${afterMs} ms into the hold\nstdout:\n${server.stdout()}\nstderr:\n${server.stderr()}`;
+        assert.deepEqual(exitOf(exit), { code: 0, signal: null }, state);
+        assert.equal(server.stderr(), 'holding\n', state);
+      } finally {
+        server.kill();
+      }
+    }
+
+    it('while the service is still being loaded', { timeout: 30_000 }, () => sigtermDuringStart(0));
+
+    // Once loaded: its modules evaluated, the configuration read, the app built, listening.
+    for (const afterMs of [0, 100, 250, 500, 1000]) {
+      it(`${afterMs} ms after the service has loaded`, { timeout: 30_000 }, () =>
+        sigtermDuringStart(HOLD_MS + afterMs),
+      );
     }
   });
 
