@@ -10,7 +10,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { request } from 'undici';
 import { DEFAULT_CONFIG, SOURCES } from '../src/config.js';
 import { VERSION } from '../src/version.js';
-import { connectTo, type HeldRequest, holdEchoRequest, type RawResponse } from './raw-http.js';
+import { connectTo, type HeldRequest, holdEchoRequest, type RawResponse, ResponseReader } from './raw-http.js';
 import {
   type Exit,
   exitOf,
@@ -134,6 +134,45 @@ describe('server process (dist/server.js)', { concurrency: true }, () => {
       server.kill();
     }
   });
+
+  // What a load balancer holds open to every instance at a rolling restart: connections it opened
+  // ahead of need, and kept-alive ones between requests.
+  for (const [name, open] of [
+    ['a connection that has not sent a byte', async (port: number) => new ResponseReader(await connectTo(port))],
+    [
+      'a kept-alive connection idle after its response',
+      async (port: number) => {
+        const reader = new ResponseReader(await connectTo(port));
+        reader.socket.write(`GET /healthz HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\n\r\n`);
+        assert.equal((await reader.next()).status, 200);
+        return reader;
+      },
+    ],
+  ] as const) {
+    it(`SIGTERM: ${name} is closed at once, and the process exits 0`, { timeout: 60_000 }, async () => {
+      const timeoutMs = 5_000;
+      const server = await startServer({ SHUTDOWN_TIMEOUT_MS: String(timeoutMs) });
+      let reader: ResponseReader | undefined;
+      try {
+        reader = await open(server.port);
+        const signalledAt = performance.now();
+        server.child.kill('SIGTERM');
+        const exit = await withTimeout(server.exited, timeoutMs + 5_000, 'exit after SIGTERM');
+        const tookMs = Math.round(exit.at - signalledAt);
+        const { closedAt } = reader;
+        const state =
+          `exited ${JSON.stringify(exitOf(exit))} ${tookMs} ms after SIGTERM; the server closed the connection ` +
+          `${closedAt === undefined ? 'never' : `${Math.round(closedAt - signalledAt)} ms after SIGTERM`}` +
+          `\nstdout:\n${server.stdout()}`;
+        assert.deepEqual(exitOf(exit), { code: 0, signal: null }, state);
+        assert.ok(tookMs < 1_000, state);
+        assert.ok(closedAt !== undefined && closedAt - signalledAt < 1_000, state);
+      } finally {
+        reader?.socket.destroy();
+        server.kill();
+      }
+    });
+  }
 
   it('SIGTERM: gives up on a request still in flight after SHUTDOWN_TIMEOUT_MS, exits 1', {
     timeout: 60_000,
