@@ -115,6 +115,48 @@ function isOrigin(text: string): boolean {
   }
 }
 
+/** Redis reads a database number as a signed 32-bit integer. */
+const MAX_REDIS_DATABASE = 2 ** 31 - 1;
+
+function isPercentEncoded(text: string): boolean {
+  try {
+    decodeURIComponent(text);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * `redis://[user:password@]host[:port][/database]`, or `rediss://` for TLS, vetted so that
+ * ioredis, which reads the URL again, never meets a part it cannot use: it would throw on a bad
+ * percent-escape, send a database that is not a number as `SELECT NaN` and crash on the error,
+ * and take each parameter of a query string as one of its options.
+ */
+function redisUrl(raw: string): string {
+  // The scheme in lower case: ioredis turns TLS on for `rediss://` only as written so.
+  const url = /^rediss?:\/\//.test(raw) && URL.canParse(raw) ? new URL(raw) : null;
+  if (url === null || url.hostname === '') {
+    throw new Error('must be a URL such as redis://host:6379 or rediss://user:password@host:6380/0');
+  }
+  if (!isPercentEncoded(url.username) || !isPercentEncoded(url.password)) {
+    throw new Error('its user name and password must be percent-encoded, a % only as in %25');
+  }
+  if (url.port === '0') throw new Error('its port must be from 1 to 65535');
+  if (url.search !== '' || url.hash !== '') {
+    throw new Error('must have no query string or fragment (a ? or # in the password is written %3F or %23)');
+  }
+  const database = url.pathname.replace(/^\//, '');
+  if (database !== '') {
+    try {
+      integer(0, MAX_REDIS_DATABASE)(database);
+    } catch (error) {
+      throw new Error(`its database, the path, ${(error as Error).message}`);
+    }
+  }
+  return raw;
+}
+
 const parsers: { [K in keyof Config]: Parse<Config[K]> } = {
   port: integer(0, 65535),
   host: (raw) => {
@@ -155,14 +197,7 @@ const parsers: { [K in keyof Config]: Parse<Config[K]> } = {
   requestTimeoutMs: integer(1, 2 ** 31 - 1),
   keepAliveTimeoutMs: integer(1, 2 ** 31 - 1),
   metricsEnabled: boolean,
-  redisUrl: (raw) => {
-    // The scheme in lower case: ioredis turns TLS on for `rediss://` only as written so.
-    const url = /^rediss?:\/\//.test(raw) && URL.canParse(raw) ? new URL(raw) : null;
-    if (url === null || url.hostname === '') {
-      throw new Error('must be a URL such as redis://host:6379 or rediss://user:password@host:6380/0');
-    }
-    return raw;
-  },
+  redisUrl,
   redisTimeoutMs: integer(1, 60_000),
 };
 

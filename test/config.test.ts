@@ -109,6 +109,10 @@ describe('loadConfig', () => {
       'redis://localhost',
       'rediss://user:p%40ss@redis.example:6380/1',
       'redis://:secret@10.0.0.5:6379',
+      'redis://[::1]:6379/0',
+      'redis://redis.example/15',
+      'redis://redis.example:6379/2147483647',
+      'redis://redis.example/',
     ]) {
       assert.equal(loadConfig([], { REDIS_URL: url }).redisUrl, url);
     }
@@ -192,6 +196,37 @@ describe('loadConfig', () => {
       [],
       { REDIS_URL: value },
       'invalid REDIS_URL: must be a URL such as redis://host:6379 or rediss://user:password@host:6380/0',
+    ]),
+    // Each of these used to reach ioredis: SELECT NaN (a crash), a URIError, or database 0 in silence.
+    ...(
+      [
+        ['redis://127.0.0.1:6379/abc', 'its database, the path, must be an integer from 0 to 2147483647'],
+        ['redis://127.0.0.1:6379/-1', 'its database, the path, must be an integer from 0 to 2147483647'],
+        ['redis://127.0.0.1:6379/1.5', 'its database, the path, must be an integer from 0 to 2147483647'],
+        ['redis://127.0.0.1:6379/+1', 'its database, the path, must be an integer from 0 to 2147483647'],
+        ['redis://127.0.0.1:6379/2147483648', 'its database, the path, must be an integer from 0 to 2147483647'],
+        ['redis://127.0.0.1:6379/0/1', 'its database, the path, must be an integer from 0 to 2147483647'],
+        [
+          'redis://127.0.0.1:6379/?db=abc',
+          'must have no query string or fragment (a ? or # in the password is written %3F or %23)',
+        ],
+        [
+          'redis://127.0.0.1:6379/0?keyPrefix=x',
+          'must have no query string or fragment (a ? or # in the password is written %3F or %23)',
+        ],
+        [
+          'redis://127.0.0.1:6379/0#x',
+          'must have no query string or fragment (a ? or # in the password is written %3F or %23)',
+        ],
+        ['redis://:%ZZ@127.0.0.1', 'its user name and password must be percent-encoded, a % only as in %25'],
+        ['redis://:%FF@127.0.0.1', 'its user name and password must be percent-encoded, a % only as in %25'],
+        ['redis://us%er:pass@127.0.0.1', 'its user name and password must be percent-encoded, a % only as in %25'],
+        ['redis://127.0.0.1:0', 'its port must be from 1 to 65535'],
+      ] as const
+    ).map(([value, reason]): [string[], Record<string, string>, string] => [
+      [],
+      { REDIS_URL: value },
+      `invalid REDIS_URL: ${reason}`,
     ]),
     [[], { REDIS_TIMEOUT_MS: '0' }, 'invalid REDIS_TIMEOUT_MS "0": must be an integer from 1 to 60000'],
     [['--port', 'abc'], {}, 'invalid --port "abc": must be an integer from 0 to 65535'],

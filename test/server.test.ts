@@ -421,6 +421,18 @@ describe('server process (dist/server.js)', { concurrency: true }, () => {
       { name: 'SHUTDOWN_TIMEOUT_MS=-1', env: { SHUTDOWN_TIMEOUT_MS: '-1' }, names: 'SHUTDOWN_TIMEOUT_MS "-1"' },
       // The URL is a secret: named, never repeated.
       { name: 'REDIS_URL=http://…', env: { REDIS_URL: 'http://:hunter2@host' }, names: 'invalid REDIS_URL: ' },
+      // Each of these reached ioredis: SELECT NaN and a crash (at start, or once Redis was there),
+      // database 0 in silence, a URIError's stack trace.
+      ...[
+        'redis://:hunter2@127.0.0.1:6379/abc',
+        'redis://:hunter2@127.0.0.1:6379/?db=abc',
+        'redis://127.0.0.1:6379/-1',
+      ].map((url) => ({ name: `REDIS_URL=${url}`, env: { REDIS_URL: url }, names: 'invalid REDIS_URL: ' })),
+      {
+        name: 'REDIS_URL=redis://:hunter2%ZZ@…',
+        env: { REDIS_URL: 'redis://:hunter2%ZZ@127.0.0.1' },
+        names: 'invalid REDIS_URL: ',
+      },
       { name: '--port abc', args: ['--port', 'abc'], names: '--port "abc"' },
       { name: 'unknown flag --nope', args: ['--nope'], names: '--nope' },
     ];
@@ -448,6 +460,7 @@ describe('server process (dist/server.js)', { concurrency: true }, () => {
         assert.equal(result.stdout, '');
         assert.match(result.stderr, /^greeting-service: [^\n]+\n$/, 'exactly one line');
         assert.ok(result.stderr.includes(names), `${JSON.stringify(result.stderr)} names ${names}`);
+        assert.ok(!result.stderr.includes('hunter2'), 'a secret is never repeated');
       });
     }
   });
