@@ -7,10 +7,13 @@ import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { Redis } from 'ioredis';
 import { request } from 'undici';
 import { DEFAULT_CONFIG, SOURCES } from '../src/config.js';
 import { VERSION } from '../src/version.js';
+import { assertEnvelope, sendTo } from './helpers.js';
 import { connectTo, type HeldRequest, holdEchoRequest, type RawResponse, ResponseReader } from './raw-http.js';
+import { REDIS_SERVER_MISSING, REDIS_SKIP_REASON, RedisServer } from './redis-server.js';
 import {
   type Exit,
   exitOf,
@@ -30,6 +33,8 @@ import {
 
 /** `YYYY-MM-DDTHH:mm:ss.SSS`: local date-time, always milliseconds, no offset. */
 const LOCAL_TIMESTAMP = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}$/;
+
+const OUTAGE_WARNING = 'Redis is unavailable: rate limiting is off and profile requests answer 503 until it is back';
 
 const isShuttingDown = (signal: string) => (line: LogLine) => line.msg === 'shutting down' && line.signal === signal;
 
@@ -295,10 +300,7 @@ describe('server process (dist/server.js)', { concurrency: true }, () => {
     const server = await startServer({ REDIS_URL: 'redis://:hunter2@127.0.0.1:1', SHUTDOWN_TIMEOUT_MS: '5000' });
     try {
       const warning = await server.waitForLog((line) => line.level === 40);
-      assert.equal(
-        warning.msg,
-        'Redis is unavailable: rate limiting is off and profile requests answer 503 until it is back',
-      );
+      assert.equal(warning.msg, OUTAGE_WARNING);
       const ready = await get(server.port, '/readyz');
       assert.equal(ready.status, 503);
       assert.equal(ready.body.error.message, 'Not ready: Redis is unreachable: connect ECONNREFUSED 127.0.0.1:1');
@@ -311,6 +313,52 @@ describe('server process (dist/server.js)', { concurrency: true }, () => {
       assert.ok(!server.stdout().includes('hunter2'), 'the password is never logged');
     } finally {
       server.kill();
+    }
+  });
+
+  it('REDIS_URL with a database Redis refuses: /readyz and the profile 503 saying why, nothing in database 0', {
+    timeout: 60_000,
+    skip: REDIS_SERVER_MISSING && REDIS_SKIP_REASON,
+  }, async () => {
+    const redis = await RedisServer.start();
+    // A default redis-server has databases 0 to 15.
+    const server = await startServer({ REDIS_URL: `${redis.url}/99999` });
+    const databaseZero = new Redis(redis.url);
+    try {
+      const reason = 'Redis refused database 99999: ERR DB index is out of range';
+      const warning = await server.waitForLog((line) => line.level === 40);
+      assert.deepEqual([warning.msg, warning.reason], [OUTAGE_WARNING, reason]);
+      const origin = `http://127.0.0.1:${server.port}`;
+      // Also after the next attempts to connect, each refused in the same way.
+      for (const waitMs of [0, 1_500]) {
+        await sleep(waitMs);
+        const ready = await sendTo(origin, { path: '/readyz' });
+        assert.equal(assertEnvelope(ready, 503, 'SERVICE_UNAVAILABLE').message, `Not ready: ${reason}`);
+        for (const request of [
+          { path: '/api/profile' },
+          {
+            method: 'PUT',
+            path: '/api/profile',
+            headers: { 'content-type': 'application/json' },
+            body: '{"name":"Ada"}',
+          },
+        ]) {
+          const res = await sendTo(origin, request);
+          const error = assertEnvelope(res, 503, 'SERVICE_UNAVAILABLE');
+          assert.equal(error.message, 'The shared store is unavailable; try again shortly.');
+          assert.equal(res.headers['retry-after'], '1');
+        }
+      }
+      assert.deepEqual(await databaseZero.keys('*'), [], 'nothing was written to database 0');
+      assert.deepEqual(
+        server.lines.filter((line) => line.level === 40).map((line) => line.msg),
+        [OUTAGE_WARNING],
+        'one warning',
+      );
+    } finally {
+      databaseZero.disconnect();
+      server.kill();
+      await redis.kill();
     }
   });
 
