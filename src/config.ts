@@ -273,6 +273,12 @@ export function parseCommandLine(argv: readonly string[]): CommandLine {
   }
 }
 
+/** A setting as the user gave it: `--port` if it came from its flag, else `PORT`. */
+function sourceName(key: keyof Config, flags: CommandLine['flags']): string {
+  const { env, flag } = SOURCES[key];
+  return flag !== undefined && flags[flag] !== undefined ? `--${flag}` : env;
+}
+
 /**
  * Reads the configuration: a flag wins over its environment variable, which wins over the
  * default. An empty variable counts as unset. Throws ConfigError naming the first bad value, or
@@ -291,9 +297,8 @@ export function loadConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Con
     try {
       config[key] = parsers[key](raw);
     } catch (error) {
-      const source = fromFlag === undefined ? name : `--${flag}`;
       const shown = secret ? '' : ` ${JSON.stringify(raw)}`;
-      throw new ConfigError(`invalid ${source}${shown}: ${(error as Error).message}`);
+      throw new ConfigError(`invalid ${sourceName(key, flags)}${shown}: ${(error as Error).message}`);
     }
   }
   const { headersTimeoutMs, requestTimeoutMs } = config as unknown as Config;
@@ -304,4 +309,35 @@ export function loadConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Con
     );
   }
   return config as unknown as Config;
+}
+
+/**
+ * Why listening where the configuration says failed, as the one line printed before exit 1: it
+ * names the setting at fault as the user gave it (`argv`: the command line the configuration was
+ * read from), and the cause in words rather than an error code.
+ */
+export function listenError(
+  error: unknown,
+  { port, host }: Pick<Config, 'port' | 'host'>,
+  argv: readonly string[],
+): ConfigError {
+  const { flags } = parseCommandLine(argv);
+  const portName = `${sourceName('port', flags)} ${port}`;
+  const hostName = `${sourceName('host', flags)} ${JSON.stringify(host)}`;
+  const { code, syscall, message } = error as NodeJS.ErrnoException;
+  if (syscall === 'getaddrinfo') return new ConfigError(`${hostName} cannot be resolved to an address (${code})`);
+  switch (code) {
+    case 'EADDRINUSE':
+      return new ConfigError(`${portName} is already in use on ${host}`);
+    case 'EACCES':
+      return new ConfigError(
+        `${portName} needs privileges this process does not have: most systems keep the ports below 1024 for root`,
+      );
+    case 'EADDRNOTAVAIL':
+      return new ConfigError(`${hostName} is not an address of this machine`);
+    case 'EAFNOSUPPORT':
+      return new ConfigError(`${hostName} is of an address family this machine does not support`);
+    default:
+      return new ConfigError(`cannot listen on ${hostName}, ${portName}: ${message}`);
+  }
 }

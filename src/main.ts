@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { helpText, versionText } from './cli.js';
-import { type Config, ConfigError, loadConfig, parseCommandLine } from './config.js';
+import { type Config, ConfigError, listenError, loadConfig, parseCommandLine } from './config.js';
 import { logDestination } from './lib/log-destination.js';
 
 /**
@@ -21,6 +21,12 @@ function exitAfterLogs(code: number): void {
   exiting = true;
   setTimeout(() => process.exit(code), 1000).unref();
   logs.end(() => process.exit(code));
+}
+
+/** A setting that cannot be used: one line on stderr, no stack trace, and exit 1. */
+function refuse(error: ConfigError): void {
+  process.stderr.write(`greeting-service: ${error.message}\n`);
+  exitAfterLogs(1);
 }
 
 let config: Config;
@@ -57,8 +63,8 @@ export async function main(argv: readonly string[]): Promise<void> {
     config = loadConfig(argv, process.env);
   } catch (error) {
     if (!(error instanceof ConfigError)) throw error;
-    process.stderr.write(`greeting-service: ${error.message}\n`);
-    process.exit(1);
+    refuse(error);
+    return;
   }
 
   // Loaded only once the configuration is known to be good, so a bad one fails fast.
@@ -67,7 +73,6 @@ export async function main(argv: readonly string[]): Promise<void> {
   try {
     await app.listen({ port: config.port, host: config.host });
   } catch (error) {
-    app.log.fatal({ err: error }, 'could not start listening');
-    exitAfterLogs(1);
+    refuse(listenError(error, config, argv));
   }
 }

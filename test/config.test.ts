@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { describe, it } from 'node:test';
-import { ConfigError, DEFAULT_CONFIG, loadConfig, parseCommandLine } from '../src/config.js';
+import { ConfigError, DEFAULT_CONFIG, listenError, loadConfig, parseCommandLine } from '../src/config.js';
 
 describe('loadConfig', () => {
   it('defaults to port 8080 on all interfaces, context path /, info logs, 1 MiB bodies, 10 s shutdown, 1000 requests a minute, no proxy, any origin, 10 s/30 s/72 s timeouts, no Redis', () => {
@@ -261,4 +261,47 @@ describe('loadConfig', () => {
     assert.throws(() => loadConfig(['serve'], {}), ConfigError);
     assert.throws(() => loadConfig(['--port'], {}), ConfigError);
   });
+});
+
+describe('listenError', () => {
+  /** The error Node's listen or its address lookup fails with. */
+  function failure(code: string, syscall = 'listen'): NodeJS.ErrnoException {
+    return Object.assign(new Error(`${syscall} ${code}: as Node says it`), { code, syscall });
+  }
+  const at = { port: 8080, host: '127.0.0.1' };
+
+  for (const [error, config, argv, message] of [
+    [failure('EADDRINUSE'), at, [], 'PORT 8080 is already in use on 127.0.0.1'],
+    [failure('EADDRINUSE'), at, ['--port', '8080'], '--port 8080 is already in use on 127.0.0.1'],
+    [
+      failure('EACCES'),
+      { ...at, port: 80 },
+      [],
+      'PORT 80 needs privileges this process does not have: most systems keep the ports below 1024 for root',
+    ],
+    [
+      failure('ENOTFOUND', 'getaddrinfo'),
+      { ...at, host: '999.1.1.1' },
+      [],
+      'HOST "999.1.1.1" cannot be resolved to an address (ENOTFOUND)',
+    ],
+    [
+      failure('EAI_AGAIN', 'getaddrinfo'),
+      { ...at, host: 'db.example' },
+      ['--host', 'db.example'],
+      '--host "db.example" cannot be resolved to an address (EAI_AGAIN)',
+    ],
+    [failure('EADDRNOTAVAIL'), { ...at, host: '192.0.2.1' }, [], 'HOST "192.0.2.1" is not an address of this machine'],
+    [
+      failure('EAFNOSUPPORT'),
+      { ...at, host: '::1' },
+      [],
+      'HOST "::1" is of an address family this machine does not support',
+    ],
+    [failure('EINVAL'), at, [], 'cannot listen on HOST "127.0.0.1", PORT 8080: listen EINVAL: as Node says it'],
+  ] as const) {
+    it(`${error.code} with ${argv.join(' ') || 'the variables'}: ${message}`, () => {
+      assert.deepEqual(listenError(error, config, argv), new ConfigError(message));
+    });
+  }
 });

@@ -58,12 +58,15 @@ export interface SpawnOptions {
   logFile?: string;
   /** Options for Node itself, before the script: `--import` of a module that runs first, say. */
   nodeArgs?: string[];
+  /** Runs it as this user and group rather than the test's own. */
+  uid?: number;
+  gid?: number;
 }
 
 export async function spawnServer(
   env: Record<string, string> = {},
   args: string[] = [],
-  { logFile, nodeArgs = [] }: SpawnOptions = {},
+  { logFile, nodeArgs = [], uid, gid }: SpawnOptions = {},
 ): Promise<ServerProcess> {
   const childEnv: NodeJS.ProcessEnv = { ...process.env };
   for (const name of [...CONFIG_VARIABLES, 'NODE_TEST_CONTEXT']) delete childEnv[name];
@@ -74,6 +77,8 @@ export async function spawnServer(
     cwd: ROOT,
     env: childEnv,
     stdio: ['ignore', logFd ?? 'pipe', 'pipe'],
+    ...(uid !== undefined && { uid }),
+    ...(gid !== undefined && { gid }),
   });
   if (logFd !== undefined) closeSync(logFd); // the child has its own copy
   const lines: LogLine[] = [];

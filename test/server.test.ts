@@ -1,7 +1,9 @@
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
+import { once } from 'node:events';
+import { existsSync, readFileSync } from 'node:fs';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
-import type { Socket } from 'node:net';
+import { type AddressInfo, createServer, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
@@ -21,6 +23,7 @@ import {
   type LogLine,
   ROOT,
   type RunningServer,
+  type SpawnOptions,
   spawnServer,
   startServer,
   withTimeout,
@@ -33,6 +36,8 @@ import {
 
 /** `YYYY-MM-DDTHH:mm:ss.SSS`: local date-time, always milliseconds, no offset. */
 const LOCAL_TIMESTAMP = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}$/;
+
+const UNPRIVILEGED_PORT_START = '/proc/sys/net/ipv4/ip_unprivileged_port_start';
 
 const OUTAGE_WARNING = 'Redis is unavailable: rate limiting is off and profile requests answer 503 until it is back';
 
@@ -460,7 +465,32 @@ describe('server process (dist/server.js)', { concurrency: true }, () => {
   });
 
   describe('bad configuration: one line on stderr, nothing on stdout, exit 1', { concurrency: true }, () => {
-    const cases: { name: string; env?: Record<string, string>; args?: string[]; names: string }[] = [
+    /** A port something else listens on, opened before the cases run. */
+    const busy = createServer();
+    let busyPort = 0;
+
+    /**
+     * A user who may not listen on port 80 (nobody, when the tests run as root), or why this
+     * cannot be tried here.
+     */
+    const unprivileged = ((): SpawnOptions | string => {
+      if (!existsSync(UNPRIVILEGED_PORT_START)) return 'SKIPPED: Linux only';
+      if (Number(readFileSync(UNPRIVILEGED_PORT_START, 'utf8')) <= 80)
+        return 'SKIPPED: any user may listen on port 80 here';
+      if (process.getuid?.() !== 0) return {};
+      const nobody = { uid: 65534, gid: 65534 };
+      const canRead = spawnSync(process.execPath, ['-e', 'fs.accessSync("dist/main.js")'], { cwd: ROOT, ...nobody });
+      return canRead.status === 0 ? nobody : 'SKIPPED: user nobody cannot read dist/';
+    })();
+
+    const cases: {
+      name: string;
+      env?: Record<string, string>;
+      args?: string[];
+      options?: SpawnOptions;
+      skip?: string;
+      names: string;
+    }[] = [
       { name: 'PORT=abc', env: { PORT: 'abc' }, names: 'PORT "abc"' },
       { name: 'PORT=70000', env: { PORT: '70000' }, names: 'PORT "70000"' },
       { name: 'LOG_LEVEL=loud', env: { LOG_LEVEL: 'loud' }, names: 'LOG_LEVEL "loud"' },
@@ -483,25 +513,69 @@ describe('server process (dist/server.js)', { concurrency: true }, () => {
       },
       { name: '--port abc', args: ['--port', 'abc'], names: '--port "abc"' },
       { name: 'unknown flag --nope', args: ['--nope'], names: '--nope' },
+      // Listening fails: the address is checked by the system, not by the configuration.
+      {
+        name: 'PORT already in use',
+        get env() {
+          return { PORT: String(busyPort) };
+        },
+        get names() {
+          return `PORT ${busyPort} is already in use on 127.0.0.1`;
+        },
+      },
+      {
+        name: '--port already in use',
+        get args() {
+          return ['--port', String(busyPort)];
+        },
+        get names() {
+          return `--port ${busyPort} is already in use on 127.0.0.1`;
+        },
+      },
+      {
+        name: 'HOST=999.1.1.1',
+        env: { HOST: '999.1.1.1' },
+        names: 'HOST "999.1.1.1" cannot be resolved to an address',
+      },
+      {
+        name: 'HOST=192.0.2.1, an address of another machine',
+        env: { HOST: '192.0.2.1' },
+        names: 'HOST "192.0.2.1" is not an address of this machine',
+      },
+      {
+        name: 'PORT=80 for a user without the privilege',
+        env: { PORT: '80' },
+        ...(typeof unprivileged === 'string' ? { skip: unprivileged } : { options: unprivileged }),
+        names: 'PORT 80 needs privileges this process does not have',
+      },
     ];
     const results = new Map<string, { exit: Exit; stdout: string; stderr: string }>();
 
     before(async () => {
+      busy.listen(0, '127.0.0.1');
+      await once(busy, 'listening');
+      busyPort = (busy.address() as AddressInfo).port;
       await Promise.all(
-        cases.map(async ({ name, env, args }) => {
-          const server = await spawnServer(env, args);
-          try {
-            const exit = await withTimeout(server.exited, 20_000, `${name}: exit`);
-            results.set(name, { exit, stdout: server.stdout(), stderr: server.stderr() });
-          } finally {
-            server.kill();
-          }
-        }),
+        cases
+          .filter(({ skip }) => skip === undefined)
+          .map(async ({ name, env, args, options }) => {
+            const server = await spawnServer(env, args, options);
+            try {
+              const exit = await withTimeout(server.exited, 20_000, `${name}: exit`);
+              results.set(name, { exit, stdout: server.stdout(), stderr: server.stderr() });
+            } finally {
+              server.kill();
+            }
+          }),
       );
     });
+    after(() => {
+      busy.close();
+    });
 
-    for (const { name, names } of cases) {
-      it(name, () => {
+    for (const testCase of cases) {
+      it(testCase.name, { skip: testCase.skip }, () => {
+        const { name, names } = testCase;
         const result = results.get(name);
         assert.ok(result, 'the process ran');
         assert.deepEqual(exitOf(result.exit), { code: 1, signal: null }, result.stderr);
