@@ -311,6 +311,48 @@ export function loadConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Con
   return config as unknown as Config;
 }
 
+/** The offset from UTC, in minutes, of the wall clock in `timeZone` at `instant`. */
+function offsetIn(timeZone: string, instant: number): number {
+  const parts = new Intl.DateTimeFormat('en-US', {
+    timeZone,
+    hourCycle: 'h23',
+    year: 'numeric',
+    month: 'numeric',
+    day: 'numeric',
+    hour: 'numeric',
+    minute: 'numeric',
+  }).formatToParts(instant);
+  const part = (type: Intl.DateTimeFormatPartTypes) => Number(parts.find((p) => p.type === type)?.value);
+  return (Date.UTC(part('year'), part('month') - 1, part('day'), part('hour'), part('minute')) - instant) / 60_000;
+}
+
+/**
+ * Checks `tz`, the TZ this process runs with, which Node reads by itself: a zone it cannot read
+ * is UTC, without a word. So TZ is taken when the process's clock agrees with the zone it names,
+ * in winter and in summer: a name Node knows (`Asia/Kolkata`, `UTC`, `Etc/GMT+5`, `US/Eastern`,
+ * `EST5EDT`) the way Node runs it; a form only the runtime's own reading understands (`GMT+5`,
+ * `:Asia/Kolkata`, a zoneinfo file), when it gives the clock an offset that is not UTC's.
+ * Empty or unset, the process keeps the system's zone.
+ */
+export function checkTimeZone(tz: string | undefined): void {
+  if (tz === undefined || tz === '') return;
+  const year = new Date().getUTCFullYear();
+  const instants = [Date.UTC(year, 0, 15), Date.UTC(year, 6, 15)];
+  const clock = instants.map((instant) => -new Date(instant).getTimezoneOffset());
+  let named: number[] | null;
+  try {
+    named = instants.map((instant) => offsetIn(tz, instant));
+  } catch {
+    named = null; // a RangeError: not a name Intl knows
+  }
+  const honoured = named === null ? clock.some((offset) => offset !== 0) : named.every((o, i) => o === clock[i]);
+  if (!honoured) {
+    throw new ConfigError(
+      `invalid TZ ${JSON.stringify(tz)}: must be a time zone that Node knows, such as UTC, Europe/Berlin or Asia/Kolkata (names are case-sensitive)`,
+    );
+  }
+}
+
 /**
  * Why listening where the configuration says failed, as the one line printed before exit 1: it
  * names the setting at fault as the user gave it (`argv`: the command line the configuration was

@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { helpText, versionText } from './cli.js';
-import { type Config, ConfigError, listenError, loadConfig, parseCommandLine } from './config.js';
+import { type Config, ConfigError, checkTimeZone, listenError, loadConfig, parseCommandLine } from './config.js';
 import { logDestination } from './lib/log-destination.js';
 
 /**
@@ -61,6 +61,9 @@ export async function main(argv: readonly string[]): Promise<void> {
       process.exit(0);
     }
     config = loadConfig(argv, process.env);
+    // Node reads an empty TZ as UTC; like any empty variable, it counts as unset: the system's zone.
+    if (process.env.TZ === '') delete process.env.TZ;
+    checkTimeZone(process.env.TZ);
   } catch (error) {
     if (!(error instanceof ConfigError)) throw error;
     refuse(error);

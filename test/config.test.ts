@@ -1,7 +1,14 @@
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { describe, it } from 'node:test';
-import { ConfigError, DEFAULT_CONFIG, listenError, loadConfig, parseCommandLine } from '../src/config.js';
+import {
+  ConfigError,
+  checkTimeZone,
+  DEFAULT_CONFIG,
+  listenError,
+  loadConfig,
+  parseCommandLine,
+} from '../src/config.js';
 
 describe('loadConfig', () => {
   it('defaults to port 8080 on all interfaces, context path /, info logs, 1 MiB bodies, 10 s shutdown, 1000 requests a minute, no proxy, any origin, 10 s/30 s/72 s timeouts, no Redis', () => {
@@ -302,6 +309,68 @@ describe('listenError', () => {
   ] as const) {
     it(`${error.code} with ${argv.join(' ') || 'the variables'}: ${message}`, () => {
       assert.deepEqual(listenError(error, config, argv), new ConfigError(message));
+    });
+  }
+});
+
+describe('checkTimeZone', () => {
+  /** Checks `tz` as a process started with TZ=tz would: Node follows a change of process.env.TZ at once. */
+  function check(tz: string): void {
+    const saved = process.env.TZ;
+    process.env.TZ = tz;
+    try {
+      checkTimeZone(tz);
+    } finally {
+      if (saved === undefined) delete process.env.TZ;
+      else process.env.TZ = saved;
+    }
+  }
+
+  // Names Node knows, aliases among them, and POSIX forms whose offset it reads.
+  for (const tz of [
+    'UTC',
+    'Etc/UTC',
+    'GMT',
+    'Asia/Kolkata',
+    'Europe/Berlin',
+    'America/New_York',
+    'Etc/GMT+5',
+    'US/Eastern',
+    'EST5EDT',
+    'GMT+5',
+    ':Asia/Kolkata',
+    'JST-9',
+  ]) {
+    it(`accepts TZ=${tz}`, () => {
+      check(tz);
+    });
+  }
+
+  it('accepts an empty or unset TZ: the system zone', () => {
+    checkTimeZone('');
+    checkTimeZone(undefined);
+  });
+
+  // Each of these, Node runs as UTC in silence: misspelt, in the wrong case, with a stray space,
+  // an offset or a POSIX form it does not read, or UTC in a form that cannot be told from that.
+  for (const tz of [
+    'Invalid/Zone',
+    'Europe/Berln',
+    'asia/kolkata',
+    'Asia/Kolkata ',
+    '+05:30',
+    'IST-5:30',
+    '<+0530>-5:30',
+    'CET-1CEST,M3.5.0,M10.5.0/3',
+    'UTC0',
+  ]) {
+    it(`rejects TZ=${JSON.stringify(tz)}`, () => {
+      assert.throws(
+        () => check(tz),
+        new ConfigError(
+          `invalid TZ ${JSON.stringify(tz)}: must be a time zone that Node knows, such as UTC, Europe/Berlin or Asia/Kolkata (names are case-sensitive)`,
+        ),
+      );
     });
   }
 });

@@ -383,17 +383,24 @@ describe('server process (dist/server.js)', { concurrency: true }, () => {
   describe('time zone: /api/hello is local time per TZ', { concurrency: true }, () => {
     let kolkata: RunningServer | undefined;
     let utc: RunningServer | undefined;
+    let posix: RunningServer | undefined;
 
     before(async () => {
-      const [k, u] = await Promise.allSettled([startServer({ TZ: 'Asia/Kolkata' }), startServer({ TZ: 'UTC' })]);
+      const [k, u, p] = await Promise.allSettled([
+        startServer({ TZ: 'Asia/Kolkata' }),
+        startServer({ TZ: 'UTC' }),
+        // A POSIX form, which names no zone Intl knows: five hours behind UTC.
+        startServer({ TZ: 'GMT+5' }),
+      ]);
       if (k.status === 'fulfilled') kolkata = k.value;
       if (u.status === 'fulfilled') utc = u.value;
-      if (k.status === 'rejected') throw k.reason;
-      if (u.status === 'rejected') throw u.reason;
+      if (p.status === 'fulfilled') posix = p.value;
+      for (const started of [k, u, p]) if (started.status === 'rejected') throw started.reason;
     });
     after(() => {
       kolkata?.kill();
       utc?.kill();
+      posix?.kill();
     });
 
     /** A fresh /api/hello timestamp, and it read as if it were UTC minus now: the zone's offset, in ms. */
@@ -415,6 +422,11 @@ describe('server process (dist/server.js)', { concurrency: true }, () => {
     it('TZ=UTC: UTC now', async () => {
       const { timestamp, offsetMs } = await hello(utc);
       assert.ok(Math.abs(offsetMs) < 5_000, `${timestamp} is UTC now`);
+    });
+
+    it('TZ=GMT+5: UTC now - 05:00', async () => {
+      const { timestamp, offsetMs } = await hello(posix);
+      assert.ok(Math.abs(offsetMs + 5 * 60 * 60_000) < 5_000, `${timestamp} is UTC now - 5:00`);
     });
 
     it("Java's LocalDateTime.parse reads the Asia/Kolkata timestamp", { timeout: 60_000 }, async (t) => {
@@ -511,6 +523,9 @@ describe('server process (dist/server.js)', { concurrency: true }, () => {
         env: { REDIS_URL: 'redis://:hunter2%ZZ@127.0.0.1' },
         names: 'invalid REDIS_URL: ',
       },
+      // Node runs in UTC for a zone it cannot read, without a word.
+      { name: 'TZ=Invalid/Zone', env: { TZ: 'Invalid/Zone' }, names: 'invalid TZ "Invalid/Zone"' },
+      { name: 'TZ=asia/kolkata', env: { TZ: 'asia/kolkata' }, names: 'invalid TZ "asia/kolkata"' },
       { name: '--port abc', args: ['--port', 'abc'], names: '--port "abc"' },
       { name: 'unknown flag --nope', args: ['--nope'], names: '--nope' },
       // Listening fails: the address is checked by the system, not by the configuration.
