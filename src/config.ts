@@ -164,8 +164,9 @@ const parsers: { [K in keyof Config]: Parse<Config[K]> } = {
     return raw;
   },
   contextPath: (raw) => {
-    // Path segments of RFC 3986 characters; "/svc/" is read as "/svc".
-    if (!/^\/(?:[A-Za-z0-9._~!$&'()*+,;=:@-]+\/?)*$/.test(raw) || raw.includes('//')) {
+    // Path segments of RFC 3986 characters but for * and :, which Fastify reads as a wildcard and
+    // a parameter; "/svc/" is read as "/svc".
+    if (!/^\/(?:[A-Za-z0-9._~!$&'()+,;=@-]+\/?)*$/.test(raw) || raw.includes('//')) {
       throw new Error('must be "/" or a path such as "/svc"');
     }
     return raw.length > 1 && raw.endsWith('/') ? raw.slice(0, -1) : raw;

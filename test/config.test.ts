@@ -164,6 +164,12 @@ describe('loadConfig', () => {
     [[], { CONTEXT_PATH: 'svc' }, 'invalid CONTEXT_PATH "svc": must be "/" or a path such as "/svc"'],
     [[], { CONTEXT_PATH: '/a//b' }, 'invalid CONTEXT_PATH "/a//b": must be "/" or a path such as "/svc"'],
     [[], { CONTEXT_PATH: '/a b' }, 'invalid CONTEXT_PATH "/a b": must be "/" or a path such as "/svc"'],
+    // Fastify reads these as a wildcard (which crashed the start) and a path parameter.
+    ...['/*', '/svc*', '/:tenant', '/a:b'].map((value): [string[], Record<string, string>, string] => [
+      [],
+      { CONTEXT_PATH: value },
+      `invalid CONTEXT_PATH ${JSON.stringify(value)}: must be "/" or a path such as "/svc"`,
+    ]),
     [
       [],
       { LOG_LEVEL: 'loud' },

@@ -508,6 +508,8 @@ describe('server process (dist/server.js)', { concurrency: true }, () => {
       { name: 'LOG_LEVEL=loud', env: { LOG_LEVEL: 'loud' }, names: 'LOG_LEVEL "loud"' },
       { name: 'BODY_LIMIT=0', env: { BODY_LIMIT: '0' }, names: 'BODY_LIMIT "0"' },
       { name: 'CONTEXT_PATH=no-slash', env: { CONTEXT_PATH: 'no-slash' }, names: 'CONTEXT_PATH "no-slash"' },
+      // A wildcard to Fastify: its error's stack trace.
+      { name: 'CONTEXT_PATH=/svc*', env: { CONTEXT_PATH: '/svc*' }, names: 'CONTEXT_PATH "/svc*"' },
       { name: 'SHUTDOWN_TIMEOUT_MS=-1', env: { SHUTDOWN_TIMEOUT_MS: '-1' }, names: 'SHUTDOWN_TIMEOUT_MS "-1"' },
       // The URL is a secret: named, never repeated.
       { name: 'REDIS_URL=http://…', env: { REDIS_URL: 'http://:hunter2@host' }, names: 'invalid REDIS_URL: ' },
