@@ -51,7 +51,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   const isApiPath = apiPathTest(config.contextPath);
   const headers = responseHeaders(config.corsOrigins, isApiPath);
   // How often Node looks for requests past their timeouts: often enough for a short one to hold.
-  const timeoutCheckMs = Math.min(1000, config.headersTimeoutMs / 4);
+  const timeoutCheckMs = Math.ceil(Math.min(1000, config.headersTimeoutMs / 4));
   const app = Fastify({
     logger: { level: config.logLevel, ...(options.logStream && { stream: options.logStream }) },
     logController: requestLog,

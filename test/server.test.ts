@@ -367,6 +367,17 @@ describe('server process (dist/server.js)', { concurrency: true }, () => {
     }
   });
 
+  it('HEADERS_TIMEOUT_MS of any valid value, 2001 say, starts and answers', { timeout: 60_000 }, async () => {
+    // The timeouts are checked every quarter of it: 500.25 ms once stopped the start with a stack trace.
+    const server = await startServer({ HEADERS_TIMEOUT_MS: '2001' });
+    try {
+      assert.deepEqual(await get(server.port, '/healthz'), { status: 200, body: { status: 'ok' } });
+      assert.equal(server.stderr(), '');
+    } finally {
+      server.kill();
+    }
+  });
+
   it('--port and --host win over PORT and HOST', { timeout: 60_000 }, async () => {
     // Were PORT or HOST used, it would listen on port 1, or fail on an address this host lacks.
     const server = await startServer({ PORT: '1', HOST: '192.0.2.1' }, ['--port', '0', '--host', '127.0.0.1']);
