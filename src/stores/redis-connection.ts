@@ -138,7 +138,11 @@ export class RedisConnection implements StoreHealth {
    */
   #refuseDatabase(error: RefusedSelect): void {
     this.#databaseRefused = true;
-    this.#lost(`Redis refused database ${error.command.args[0]}: ${error.message}`);
+    const reason = `Redis refused database ${error.command.args[0]}: ${error.message}`;
+    // Only a change of configuration ends this: worth a warning of its own, even in an outage
+    // already logged for another reason (Redis was down, and came back refusing).
+    if (this.#unavailable !== reason) this.#outageLogged = false;
+    this.#lost(reason);
     this.client.disconnect(true);
   }
 

@@ -259,6 +259,27 @@ describe('Redis stores', { skip: REDIS_SERVER_MISSING && REDIS_SKIP_REASON }, ()
       }, `${server.url}/99999`);
     });
 
+    it('warns again when Redis, down at first, comes back refusing the database', async () => {
+      await server.kill();
+      await withOwnConnection(async (own, logs) => {
+        const unreachable = `Redis is unreachable: connect ECONNREFUSED 127.0.0.1:${server.port}`;
+        for (let i = 0; i < 100 && (await own.unavailableReason()) !== unreachable; i++) await sleep(20);
+        assert.equal(await own.unavailableReason(), unreachable);
+        await server.restart();
+        const refused = 'Redis refused database 99999: ERR DB index is out of range';
+        for (let i = 0; i < 150 && (await own.unavailableReason()) !== refused; i++) await sleep(20);
+        assert.equal(await own.unavailableReason(), refused);
+        const warnings = logs.lines.filter((line) => line.level === 40);
+        assert.deepEqual(
+          warnings.map((line) => [line.msg, line.reason]),
+          [
+            [OUTAGE_WARNING, unreachable],
+            [OUTAGE_WARNING, refused],
+          ],
+        );
+      }, `${server.url}/99999`);
+    });
+
     it('never repeats the password of the URL in a reason', async () => {
       await withOwnConnection(async (own) => {
         let reason: string | null = null;
