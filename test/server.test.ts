@@ -498,7 +498,7 @@ describe('server process (dist/server.js)', { concurrency: true }, () => {
       if (process.getuid?.() !== 0) return {};
       const nobody = { uid: 65534, gid: 65534 };
       const canRead = spawnSync(process.execPath, ['-e', 'fs.accessSync("dist/main.js")'], { cwd: ROOT, ...nobody });
-      return canRead.status === 0 ? nobody : 'SKIPPED: user nobody cannot read dist/';
+      return canRead.status === 0 ? nobody : 'SKIPPED: user nobody cannot run this Node on dist/';
     })();
 
     const cases: {
