@@ -1,6 +1,7 @@
 # syntax=docker/dockerfile:1
 # The Greeting and Echo Service in a container: built with the dev dependencies, run with the
-# production ones only, as the unprivileged user of the Node image.
+# production ones only, as the unprivileged user of the Node image. Node 24, the newer of the two
+# supported versions (22 and 24; package.json's engines: >=22).
 
 FROM node:24-slim AS build
 WORKDIR /app

@@ -52,7 +52,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   const isApiPath = apiPathTest(config.contextPath);
   const headers = new ResponseHeaders(config.corsOrigins, config.contextPath, isApiPath);
   // How often Node looks for requests past their timeouts: often enough for a short one to hold.
-  const timeoutCheckMs = Math.min(1000, config.headersTimeoutMs / 4);
+  const timeoutCheckMs = Math.ceil(Math.min(1000, config.headersTimeoutMs / 4));
   const app = Fastify({
     logger: { level: config.logLevel, stream: logStream },
     logController: requestLog,

@@ -20,7 +20,7 @@ export function helpText(): string {
     return [name, `${help}${shown}`] as const;
   });
   // TZ is read by Node itself, not by the configuration, but sets the zone of the local timestamps.
-  rows.push(['TZ', "time zone of the local timestamps (default: the system's)"]);
+  rows.push(['TZ', "time zone of the local timestamps, such as Asia/Kolkata or UTC (default: the system's)"]);
   const width = Math.max(...rows.map(([name]) => name.length)) + 2;
   return [
     `${NAME} ${VERSION}: the Greeting and Echo Service, a JSON-over-HTTP API`,

@@ -115,6 +115,48 @@ function isOrigin(text: string): boolean {
   }
 }
 
+/** Redis reads a database number as a signed 32-bit integer. */
+const MAX_REDIS_DATABASE = 2 ** 31 - 1;
+
+function isPercentEncoded(text: string): boolean {
+  try {
+    decodeURIComponent(text);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * `redis://[user:password@]host[:port][/database]`, or `rediss://` for TLS, vetted so that
+ * ioredis, which reads the URL again, never meets a part it cannot use: it would throw on a bad
+ * percent-escape, send a database that is not a number as `SELECT NaN` and crash on the error,
+ * and take each parameter of a query string as one of its options.
+ */
+function redisUrl(raw: string): string {
+  // The scheme in lower case: ioredis turns TLS on for `rediss://` only as written so.
+  const url = /^rediss?:\/\//.test(raw) && URL.canParse(raw) ? new URL(raw) : null;
+  if (url === null || url.hostname === '') {
+    throw new Error('must be a URL such as redis://host:6379 or rediss://user:password@host:6380/0');
+  }
+  if (!isPercentEncoded(url.username) || !isPercentEncoded(url.password)) {
+    throw new Error('its user name and password must be percent-encoded, a % only as in %25');
+  }
+  if (url.port === '0') throw new Error('its port must be from 1 to 65535');
+  if (url.search !== '' || url.hash !== '') {
+    throw new Error('must have no query string or fragment (a ? or # in the password is written %3F or %23)');
+  }
+  const database = url.pathname.replace(/^\//, '');
+  if (database !== '') {
+    try {
+      integer(0, MAX_REDIS_DATABASE)(database);
+    } catch (error) {
+      throw new Error(`its database, the path, ${(error as Error).message}`);
+    }
+  }
+  return raw;
+}
+
 const parsers: { [K in keyof Config]: Parse<Config[K]> } = {
   port: integer(0, 65535),
   host: (raw) => {
@@ -122,8 +164,9 @@ const parsers: { [K in keyof Config]: Parse<Config[K]> } = {
     return raw;
   },
   contextPath: (raw) => {
-    // Path segments of RFC 3986 characters; "/svc/" is read as "/svc".
-    if (!/^\/(?:[A-Za-z0-9._~!$&'()*+,;=:@-]+\/?)*$/.test(raw) || raw.includes('//')) {
+    // Path segments of RFC 3986 characters but for * and :, which Fastify reads as a wildcard and
+    // a parameter; "/svc/" is read as "/svc".
+    if (!/^\/(?:[A-Za-z0-9._~!$&'()+,;=@-]+\/?)*$/.test(raw) || raw.includes('//')) {
       throw new Error('must be "/" or a path such as "/svc"');
     }
     return raw.length > 1 && raw.endsWith('/') ? raw.slice(0, -1) : raw;
@@ -155,14 +198,7 @@ const parsers: { [K in keyof Config]: Parse<Config[K]> } = {
   requestTimeoutMs: integer(1, 2 ** 31 - 1),
   keepAliveTimeoutMs: integer(1, 2 ** 31 - 1),
   metricsEnabled: boolean,
-  redisUrl: (raw) => {
-    // The scheme in lower case: ioredis turns TLS on for `rediss://` only as written so.
-    const url = /^rediss?:\/\//.test(raw) && URL.canParse(raw) ? new URL(raw) : null;
-    if (url === null || url.hostname === '') {
-      throw new Error('must be a URL such as redis://host:6379 or rediss://user:password@host:6380/0');
-    }
-    return raw;
-  },
+  redisUrl,
   redisTimeoutMs: integer(1, 60_000),
 };
 
@@ -238,6 +274,12 @@ export function parseCommandLine(argv: readonly string[]): CommandLine {
   }
 }
 
+/** A setting as the user gave it: `--port` if it came from its flag, else `PORT`. */
+function sourceName(key: keyof Config, flags: CommandLine['flags']): string {
+  const { env, flag } = SOURCES[key];
+  return flag !== undefined && flags[flag] !== undefined ? `--${flag}` : env;
+}
+
 /**
  * Reads the configuration: a flag wins over its environment variable, which wins over the
  * default. An empty variable counts as unset. Throws ConfigError naming the first bad value, or
@@ -256,9 +298,8 @@ export function loadConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Con
     try {
       config[key] = parsers[key](raw);
     } catch (error) {
-      const source = fromFlag === undefined ? name : `--${flag}`;
       const shown = secret ? '' : ` ${JSON.stringify(raw)}`;
-      throw new ConfigError(`invalid ${source}${shown}: ${(error as Error).message}`);
+      throw new ConfigError(`invalid ${sourceName(key, flags)}${shown}: ${(error as Error).message}`);
     }
   }
   const { headersTimeoutMs, requestTimeoutMs } = config as unknown as Config;
@@ -269,4 +310,77 @@ export function loadConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Con
     );
   }
   return config as unknown as Config;
+}
+
+/** The offset from UTC, in minutes, of the wall clock in `timeZone` at `instant`. */
+function offsetIn(timeZone: string, instant: number): number {
+  const parts = new Intl.DateTimeFormat('en-US', {
+    timeZone,
+    hourCycle: 'h23',
+    year: 'numeric',
+    month: 'numeric',
+    day: 'numeric',
+    hour: 'numeric',
+    minute: 'numeric',
+  }).formatToParts(instant);
+  const part = (type: Intl.DateTimeFormatPartTypes) => Number(parts.find((p) => p.type === type)?.value);
+  return (Date.UTC(part('year'), part('month') - 1, part('day'), part('hour'), part('minute')) - instant) / 60_000;
+}
+
+/**
+ * Checks `tz`, the TZ this process runs with, which Node reads by itself: a zone it cannot read
+ * is UTC, without a word. So TZ is taken when the process's clock agrees with the zone it names,
+ * in winter and in summer: a name Node knows (`Asia/Kolkata`, `UTC`, `Etc/GMT+5`, `US/Eastern`,
+ * `EST5EDT`) the way Node runs it; a form only the runtime's own reading understands (`GMT+5`,
+ * `:Asia/Kolkata`, a zoneinfo file), when it gives the clock an offset that is not UTC's.
+ * Empty or unset, the process keeps the system's zone.
+ */
+export function checkTimeZone(tz: string | undefined): void {
+  if (tz === undefined || tz === '') return;
+  const year = new Date().getUTCFullYear();
+  const instants = [Date.UTC(year, 0, 15), Date.UTC(year, 6, 15)];
+  const clock = instants.map((instant) => -new Date(instant).getTimezoneOffset());
+  let named: number[] | null;
+  try {
+    named = instants.map((instant) => offsetIn(tz, instant));
+  } catch {
+    named = null; // a RangeError: not a name Intl knows
+  }
+  const honoured = named === null ? clock.some((offset) => offset !== 0) : named.every((o, i) => o === clock[i]);
+  if (!honoured) {
+    throw new ConfigError(
+      `invalid TZ ${JSON.stringify(tz)}: must be a time zone that Node knows, such as UTC, Europe/Berlin or Asia/Kolkata (names are case-sensitive)`,
+    );
+  }
+}
+
+/**
+ * Why listening where the configuration says failed, as the one line printed before exit 1: it
+ * names the setting at fault as the user gave it (`argv`: the command line the configuration was
+ * read from), and the cause in words rather than an error code.
+ */
+export function listenError(
+  error: unknown,
+  { port, host }: Pick<Config, 'port' | 'host'>,
+  argv: readonly string[],
+): ConfigError {
+  const { flags } = parseCommandLine(argv);
+  const portName = `${sourceName('port', flags)} ${port}`;
+  const hostName = `${sourceName('host', flags)} ${JSON.stringify(host)}`;
+  const { code, syscall, message } = error as NodeJS.ErrnoException;
+  if (syscall === 'getaddrinfo') return new ConfigError(`${hostName} cannot be resolved to an address (${code})`);
+  switch (code) {
+    case 'EADDRINUSE':
+      return new ConfigError(`${portName} is already in use on ${host}`);
+    case 'EACCES':
+      return new ConfigError(
+        `${portName} needs privileges this process does not have: most systems keep the ports below 1024 for root`,
+      );
+    case 'EADDRNOTAVAIL':
+      return new ConfigError(`${hostName} is not an address of this machine`);
+    case 'EAFNOSUPPORT':
+      return new ConfigError(`${hostName} is of an address family this machine does not support`);
+    default:
+      return new ConfigError(`cannot listen on ${hostName}, ${portName}: ${message}`);
+  }
 }

@@ -1,75 +1,16 @@
 #!/usr/bin/env node
-import type { FastifyInstance } from 'fastify';
-import { helpText, versionText } from './cli.js';
-import { type Config, ConfigError, loadConfig, parseCommandLine } from './config.js';
-import { logDestination } from './lib/log-destination.js';
 
 /**
- * Process entry: read the configuration, listen, and shut down gracefully on SIGTERM/SIGINT:
- * readiness turns 503, the listener closes so no new connection is accepted, in-flight
- * requests finish, and the process exits 0; if they have not finished within
- * SHUTDOWN_TIMEOUT_MS, it exits 1. A second signal forces an immediate exit 1.
+ * Process entry. A module's imports are all loaded before its first line runs, and loading the
+ * service takes a while; a SIGTERM meanwhile would kill the process by the signal. So this file
+ * imports nothing until the signal handlers are in place: they are the first thing that runs.
  */
 
-// Log lines are written asynchronously, so every exit below first waits for those still buffered.
-const logs = logDestination();
+/** Until the service has loaded, nothing is served: a signal ends the process at once, cleanly. */
+let onSignal = (_signal: NodeJS.Signals): void => process.exit(0);
+process.on('SIGTERM', (signal) => onSignal(signal));
+process.on('SIGINT', (signal) => onSignal(signal));
 
-let exiting = false;
-
-/** Exits with `code` once the buffered log lines are written (at most a second from now). */
-function exitAfterLogs(code: number): void {
-  if (exiting) return;
-  exiting = true;
-  setTimeout(() => process.exit(code), 1000).unref();
-  logs.end(() => process.exit(code));
-}
-
-let config: Config;
-let app: FastifyInstance | undefined;
-let stopping = false;
-
-// Installed first, so that a signal during start-up is handled too, not fatal.
-process.on('SIGTERM', shutdown);
-process.on('SIGINT', shutdown);
-
-async function shutdown(signal: NodeJS.Signals): Promise<void> {
-  if (stopping) {
-    app?.log.warn({ signal }, 'second signal: exiting without waiting');
-    if (!exiting) logs.flushSync();
-    process.exit(1);
-  }
-  stopping = true;
-  if (app === undefined) process.exit(0); // nothing is served yet, so nothing to drain
-  app.log.info({ signal, timeout_ms: config.shutdownTimeoutMs }, 'shutting down');
-  setTimeout(() => {
-    app?.log.error({ timeout_ms: config.shutdownTimeoutMs }, 'in-flight requests did not finish in time');
-    exitAfterLogs(1);
-  }, config.shutdownTimeoutMs).unref();
-  await app.close();
-  app.log.info('stopped');
-  exitAfterLogs(0);
-}
-
-try {
-  const argv = process.argv.slice(2);
-  const { help, version } = parseCommandLine(argv);
-  if (help || version) {
-    process.stdout.write(help ? helpText() : versionText());
-    process.exit(0);
-  }
-  config = loadConfig(argv, process.env);
-} catch (error) {
-  if (!(error instanceof ConfigError)) throw error;
-  process.stderr.write(`greeting-service: ${error.message}\n`);
-  process.exit(1);
-}
-
-// Loaded only once the configuration is known to be good, so a bad one fails fast.
-const { buildApp } = await import('./app.js');
-app = await buildApp(config, { logStream: logs.stream });
-try {
-  await app.listen({ port: config.port, host: config.host });
-} catch (error) {
-  app.log.fatal({ err: error }, 'could not start listening');
-  exitAfterLogs(1);
-}
+const { main, shutdown } = await import('./main.js');
+onSignal = shutdown;
+await main(process.argv.slice(2));

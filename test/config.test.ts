@@ -1,7 +1,14 @@
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { describe, it } from 'node:test';
-import { ConfigError, DEFAULT_CONFIG, loadConfig, parseCommandLine } from '../src/config.js';
+import {
+  ConfigError,
+  checkTimeZone,
+  DEFAULT_CONFIG,
+  listenError,
+  loadConfig,
+  parseCommandLine,
+} from '../src/config.js';
 
 describe('loadConfig', () => {
   it('defaults to port 8080 on all interfaces, context path /, info logs, 1 MiB bodies, 10 s shutdown, 1000 requests a minute, no proxy, any origin, 10 s/30 s/72 s timeouts, no Redis', () => {
@@ -109,6 +116,10 @@ describe('loadConfig', () => {
       'redis://localhost',
       'rediss://user:p%40ss@redis.example:6380/1',
       'redis://:secret@10.0.0.5:6379',
+      'redis://[::1]:6379/0',
+      'redis://redis.example/15',
+      'redis://redis.example:6379/2147483647',
+      'redis://redis.example/',
     ]) {
       assert.equal(loadConfig([], { REDIS_URL: url }).redisUrl, url);
     }
@@ -153,6 +164,12 @@ describe('loadConfig', () => {
     [[], { CONTEXT_PATH: 'svc' }, 'invalid CONTEXT_PATH "svc": must be "/" or a path such as "/svc"'],
     [[], { CONTEXT_PATH: '/a//b' }, 'invalid CONTEXT_PATH "/a//b": must be "/" or a path such as "/svc"'],
     [[], { CONTEXT_PATH: '/a b' }, 'invalid CONTEXT_PATH "/a b": must be "/" or a path such as "/svc"'],
+    // Fastify reads these as a wildcard (which crashed the start) and a path parameter.
+    ...['/*', '/svc*', '/:tenant', '/a:b'].map((value): [string[], Record<string, string>, string] => [
+      [],
+      { CONTEXT_PATH: value },
+      `invalid CONTEXT_PATH ${JSON.stringify(value)}: must be "/" or a path such as "/svc"`,
+    ]),
     [
       [],
       { LOG_LEVEL: 'loud' },
@@ -193,6 +210,37 @@ describe('loadConfig', () => {
       { REDIS_URL: value },
       'invalid REDIS_URL: must be a URL such as redis://host:6379 or rediss://user:password@host:6380/0',
     ]),
+    // Each of these used to reach ioredis: SELECT NaN (a crash), a URIError, or database 0 in silence.
+    ...(
+      [
+        ['redis://127.0.0.1:6379/abc', 'its database, the path, must be an integer from 0 to 2147483647'],
+        ['redis://127.0.0.1:6379/-1', 'its database, the path, must be an integer from 0 to 2147483647'],
+        ['redis://127.0.0.1:6379/1.5', 'its database, the path, must be an integer from 0 to 2147483647'],
+        ['redis://127.0.0.1:6379/+1', 'its database, the path, must be an integer from 0 to 2147483647'],
+        ['redis://127.0.0.1:6379/2147483648', 'its database, the path, must be an integer from 0 to 2147483647'],
+        ['redis://127.0.0.1:6379/0/1', 'its database, the path, must be an integer from 0 to 2147483647'],
+        [
+          'redis://127.0.0.1:6379/?db=abc',
+          'must have no query string or fragment (a ? or # in the password is written %3F or %23)',
+        ],
+        [
+          'redis://127.0.0.1:6379/0?keyPrefix=x',
+          'must have no query string or fragment (a ? or # in the password is written %3F or %23)',
+        ],
+        [
+          'redis://127.0.0.1:6379/0#x',
+          'must have no query string or fragment (a ? or # in the password is written %3F or %23)',
+        ],
+        ['redis://:%ZZ@127.0.0.1', 'its user name and password must be percent-encoded, a % only as in %25'],
+        ['redis://:%FF@127.0.0.1', 'its user name and password must be percent-encoded, a % only as in %25'],
+        ['redis://us%er:pass@127.0.0.1', 'its user name and password must be percent-encoded, a % only as in %25'],
+        ['redis://127.0.0.1:0', 'its port must be from 1 to 65535'],
+      ] as const
+    ).map(([value, reason]): [string[], Record<string, string>, string] => [
+      [],
+      { REDIS_URL: value },
+      `invalid REDIS_URL: ${reason}`,
+    ]),
     [[], { REDIS_TIMEOUT_MS: '0' }, 'invalid REDIS_TIMEOUT_MS "0": must be an integer from 1 to 60000'],
     [['--port', 'abc'], {}, 'invalid --port "abc": must be an integer from 0 to 65535'],
     ...[
@@ -226,4 +274,109 @@ describe('loadConfig', () => {
     assert.throws(() => loadConfig(['serve'], {}), ConfigError);
     assert.throws(() => loadConfig(['--port'], {}), ConfigError);
   });
+});
+
+describe('listenError', () => {
+  /** The error Node's listen or its address lookup fails with. */
+  function failure(code: string, syscall = 'listen'): NodeJS.ErrnoException {
+    return Object.assign(new Error(`${syscall} ${code}: as Node says it`), { code, syscall });
+  }
+  const at = { port: 8080, host: '127.0.0.1' };
+
+  for (const [error, config, argv, message] of [
+    [failure('EADDRINUSE'), at, [], 'PORT 8080 is already in use on 127.0.0.1'],
+    [failure('EADDRINUSE'), at, ['--port', '8080'], '--port 8080 is already in use on 127.0.0.1'],
+    [
+      failure('EACCES'),
+      { ...at, port: 80 },
+      [],
+      'PORT 80 needs privileges this process does not have: most systems keep the ports below 1024 for root',
+    ],
+    [
+      failure('ENOTFOUND', 'getaddrinfo'),
+      { ...at, host: '999.1.1.1' },
+      [],
+      'HOST "999.1.1.1" cannot be resolved to an address (ENOTFOUND)',
+    ],
+    [
+      failure('EAI_AGAIN', 'getaddrinfo'),
+      { ...at, host: 'db.example' },
+      ['--host', 'db.example'],
+      '--host "db.example" cannot be resolved to an address (EAI_AGAIN)',
+    ],
+    [failure('EADDRNOTAVAIL'), { ...at, host: '192.0.2.1' }, [], 'HOST "192.0.2.1" is not an address of this machine'],
+    [
+      failure('EAFNOSUPPORT'),
+      { ...at, host: '::1' },
+      [],
+      'HOST "::1" is of an address family this machine does not support',
+    ],
+    [failure('EINVAL'), at, [], 'cannot listen on HOST "127.0.0.1", PORT 8080: listen EINVAL: as Node says it'],
+  ] as const) {
+    it(`${error.code} with ${argv.join(' ') || 'the variables'}: ${message}`, () => {
+      assert.deepEqual(listenError(error, config, argv), new ConfigError(message));
+    });
+  }
+});
+
+describe('checkTimeZone', () => {
+  /** Checks `tz` as a process started with TZ=tz would: Node follows a change of process.env.TZ at once. */
+  function check(tz: string): void {
+    const saved = process.env.TZ;
+    process.env.TZ = tz;
+    try {
+      checkTimeZone(tz);
+    } finally {
+      if (saved === undefined) delete process.env.TZ;
+      else process.env.TZ = saved;
+    }
+  }
+
+  // Names Node knows, aliases among them, and POSIX forms whose offset it reads.
+  for (const tz of [
+    'UTC',
+    'Etc/UTC',
+    'GMT',
+    'Asia/Kolkata',
+    'Europe/Berlin',
+    'America/New_York',
+    'Etc/GMT+5',
+    'US/Eastern',
+    'EST5EDT',
+    'GMT+5',
+    ':Asia/Kolkata',
+    'JST-9',
+  ]) {
+    it(`accepts TZ=${tz}`, () => {
+      check(tz);
+    });
+  }
+
+  it('accepts an empty or unset TZ: the system zone', () => {
+    checkTimeZone('');
+    checkTimeZone(undefined);
+  });
+
+  // Each of these, Node runs as UTC in silence: misspelt, in the wrong case, with a stray space,
+  // an offset or a POSIX form it does not read, or UTC in a form that cannot be told from that.
+  for (const tz of [
+    'Invalid/Zone',
+    'Europe/Berln',
+    'asia/kolkata',
+    'Asia/Kolkata ',
+    '+05:30',
+    'IST-5:30',
+    '<+0530>-5:30',
+    'CET-1CEST,M3.5.0,M10.5.0/3',
+    'UTC0',
+  ]) {
+    it(`rejects TZ=${JSON.stringify(tz)}`, () => {
+      assert.throws(
+        () => check(tz),
+        new ConfigError(
+          `invalid TZ ${JSON.stringify(tz)}: must be a time zone that Node knows, such as UTC, Europe/Berlin or Asia/Kolkata (names are case-sensitive)`,
+        ),
+      );
+    });
+  }
 });

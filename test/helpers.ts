@@ -67,16 +67,22 @@ export async function injectClient(overrides: Partial<Config> = {}, options: App
   };
 }
 
+/** One request over real HTTP to the service at `origin` (`http://127.0.0.1:8080`). */
+export async function sendTo(
+  origin: string,
+  { method = 'GET', path, headers, body }: TestRequest,
+): Promise<TestResponse> {
+  const res = await httpRequest(`${origin}${path}`, { method: method as 'GET', headers, body });
+  return response(res.statusCode, res.headers, await res.body.text());
+}
+
 /** Requests over real HTTP to the service listening on a free loopback port. */
 export async function httpClient(overrides: Partial<Config> = {}, options: AppOptions = {}): Promise<Client> {
   const app = await buildApp(testConfig(overrides), options);
   const origin = await app.listen({ host: '127.0.0.1', port: 0 });
   return {
     app,
-    async send({ method = 'GET', path, headers, body }) {
-      const res = await httpRequest(`${origin}${path}`, { method: method as 'GET', headers, body });
-      return response(res.statusCode, res.headers, await res.body.text());
-    },
+    send: (request) => sendTo(origin, request),
     close: () => app.close(),
   };
 }

@@ -56,22 +56,29 @@ export interface SpawnOptions {
    * thousands of log lines are read once the process has exited (`lines` then stays empty).
    */
   logFile?: string;
+  /** Options for Node itself, before the script: `--import` of a module that runs first, say. */
+  nodeArgs?: string[];
+  /** Runs it as this user and group rather than the test's own. */
+  uid?: number;
+  gid?: number;
 }
 
 export async function spawnServer(
   env: Record<string, string> = {},
   args: string[] = [],
-  { logFile }: SpawnOptions = {},
+  { logFile, nodeArgs = [], uid, gid }: SpawnOptions = {},
 ): Promise<ServerProcess> {
   const childEnv: NodeJS.ProcessEnv = { ...process.env };
   for (const name of [...CONFIG_VARIABLES, 'NODE_TEST_CONTEXT']) delete childEnv[name];
   Object.assign(childEnv, { PORT: '0', HOST: '127.0.0.1' }, env);
 
   const logFd = logFile === undefined ? undefined : openSync(logFile, 'w');
-  const child = spawn(process.execPath, ['dist/server.js', ...args], {
+  const child = spawn(process.execPath, [...nodeArgs, 'dist/server.js', ...args], {
     cwd: ROOT,
     env: childEnv,
     stdio: ['ignore', logFd ?? 'pipe', 'pipe'],
+    ...(uid !== undefined && { uid }),
+    ...(gid !== undefined && { gid }),
   });
   if (logFd !== undefined) closeSync(logFd); // the child has its own copy
   const lines: LogLine[] = [];

@@ -1,15 +1,21 @@
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
+import { once } from 'node:events';
+import { existsSync, readFileSync } from 'node:fs';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
-import type { Socket } from 'node:net';
+import { type AddressInfo, createServer, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { after, before, describe, it } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Redis } from 'ioredis';
 import { request } from 'undici';
 import { DEFAULT_CONFIG, SOURCES } from '../src/config.js';
 import { VERSION } from '../src/version.js';
-import { connectTo, type HeldRequest, holdEchoRequest, type RawResponse } from './raw-http.js';
+import { assertEnvelope, sendTo } from './helpers.js';
+import { connectTo, type HeldRequest, holdEchoRequest, type RawResponse, ResponseReader } from './raw-http.js';
+import { REDIS_SERVER_MISSING, REDIS_SKIP_REASON, RedisServer } from './redis-server.js';
 import {
   type Exit,
   exitOf,
@@ -17,6 +23,7 @@ import {
   type LogLine,
   ROOT,
   type RunningServer,
+  type SpawnOptions,
   spawnServer,
   startServer,
   withTimeout,
@@ -29,6 +36,10 @@ import {
 
 /** `YYYY-MM-DDTHH:mm:ss.SSS`: local date-time, always milliseconds, no offset. */
 const LOCAL_TIMESTAMP = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}$/;
+
+const UNPRIVILEGED_PORT_START = '/proc/sys/net/ipv4/ip_unprivileged_port_start';
+
+const OUTAGE_WARNING = 'Redis is unavailable: rate limiting is off and profile requests answer 503 until it is back';
 
 const isShuttingDown = (signal: string) => (line: LogLine) => line.msg === 'shutting down' && line.signal === signal;
 
@@ -134,6 +145,45 @@ describe('server process (dist/server.js)', { concurrency: true }, () => {
     }
   });
 
+  // What a load balancer holds open to every instance at a rolling restart: connections it opened
+  // ahead of need, and kept-alive ones between requests.
+  for (const [name, open] of [
+    ['a connection that has not sent a byte', async (port: number) => new ResponseReader(await connectTo(port))],
+    [
+      'a kept-alive connection idle after its response',
+      async (port: number) => {
+        const reader = new ResponseReader(await connectTo(port));
+        reader.socket.write(`GET /healthz HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\n\r\n`);
+        assert.equal((await reader.next()).status, 200);
+        return reader;
+      },
+    ],
+  ] as const) {
+    it(`SIGTERM: ${name} is closed at once, and the process exits 0`, { timeout: 60_000 }, async () => {
+      const timeoutMs = 5_000;
+      const server = await startServer({ SHUTDOWN_TIMEOUT_MS: String(timeoutMs) });
+      let reader: ResponseReader | undefined;
+      try {
+        reader = await open(server.port);
+        const signalledAt = performance.now();
+        server.child.kill('SIGTERM');
+        const exit = await withTimeout(server.exited, timeoutMs + 5_000, 'exit after SIGTERM');
+        const tookMs = Math.round(exit.at - signalledAt);
+        const { closedAt } = reader;
+        const state =
+          `exited ${JSON.stringify(exitOf(exit))} ${tookMs} ms after SIGTERM; the server closed the connection ` +
+          `${closedAt === undefined ? 'never' : `${Math.round(closedAt - signalledAt)} ms after SIGTERM`}` +
+          `\nstdout:\n${server.stdout()}`;
+        assert.deepEqual(exitOf(exit), { code: 0, signal: null }, state);
+        assert.ok(tookMs < 1_000, state);
+        assert.ok(closedAt !== undefined && closedAt - signalledAt < 1_000, state);
+      } finally {
+        reader?.socket.destroy();
+        server.kill();
+      }
+    });
+  }
+
   it('SIGTERM: gives up on a request still in flight after SHUTDOWN_TIMEOUT_MS, exits 1', {
     timeout: 60_000,
   }, async () => {
@@ -176,6 +226,60 @@ describe('server process (dist/server.js)', { concurrency: true }, () => {
     }
   });
 
+  describe('SIGTERM during start-up exits 0, without a word on stderr', () => {
+    // Module hooks, run by the child before dist/server.js, that hold the loading of the first
+    // module after it for a while and say so on stderr: a slow disk or a busy machine, on demand.
+    // Before JavaScript runs at all, a SIGTERM kills any Node process by the signal; from the
+    // first line of dist/server.js on, it must not.
+    const HOLD_MS = 1000;
+    const hooks = `
+      import { writeSync } from 'node:fs';
+      let held = false;
+      export async function load(url, context, nextLoad) {
+        if (!held && url.startsWith('file:') && !url.endsWith('/dist/server.js')) {
+          held = true;
+          writeSync(2, 'holding\\n');
+          await new Promise((resolve) => setTimeout(resolve, ${HOLD_MS}));
+        }
+        return nextLoad(url, context);
+      }`;
+    const register = `import { register } from 'node:module'; register(${JSON.stringify(`data:text/javascript,${encodeURIComponent(hooks)}`)});`;
+    const nodeArgs = ['--import', `data:text/javascript,${encodeURIComponent(register)}`];
+
+    /** SIGTERM `afterMs` after the loading held by the hooks has begun. */
+    async function sigtermDuringStart(afterMs: number): Promise<void> {
+      const server = await spawnServer({}, [], { nodeArgs });
+      try {
+        await withTimeout(
+          new Promise<void>((resolve) => {
+            const check = () => server.stderr() === 'holding\n' && resolve();
+            server.child.stderr?.on('data', check);
+            check();
+          }),
+          10_000,
+          'the loading held',
+        );
+        await sleep(afterMs);
+        server.child.kill('SIGTERM');
+        const exit = await withTimeout(server.exited, 10_000, 'exit after SIGTERM');
+        const state = `SIGTERM ${afterMs} ms into the hold\nstdout:\n${server.stdout()}\nstderr:\n${server.stderr()}`;
+        assert.deepEqual(exitOf(exit), { code: 0, signal: null }, state);
+        assert.equal(server.stderr(), 'holding\n', state);
+      } finally {
+        server.kill();
+      }
+    }
+
+    it('while the service is still being loaded', { timeout: 30_000 }, () => sigtermDuringStart(0));
+
+    // Once loaded: its modules evaluated, the configuration read, the app built, listening.
+    for (const afterMs of [0, 100, 250, 500, 1000]) {
+      it(`${afterMs} ms after the service has loaded`, { timeout: 30_000 }, () =>
+        sigtermDuringStart(HOLD_MS + afterMs),
+      );
+    }
+  });
+
   it('a second signal exits 1 at once, without waiting for the request in flight', { timeout: 60_000 }, async () => {
     const server = await startServer({ SHUTDOWN_TIMEOUT_MS: '10000' });
     let held: HeldRequest | undefined;
@@ -201,10 +305,7 @@ describe('server process (dist/server.js)', { concurrency: true }, () => {
     const server = await startServer({ REDIS_URL: 'redis://:hunter2@127.0.0.1:1', SHUTDOWN_TIMEOUT_MS: '5000' });
     try {
       const warning = await server.waitForLog((line) => line.level === 40);
-      assert.equal(
-        warning.msg,
-        'Redis is unavailable: rate limiting is off and profile requests answer 503 until it is back',
-      );
+      assert.equal(warning.msg, OUTAGE_WARNING);
       const ready = await get(server.port, '/readyz');
       assert.equal(ready.status, 503);
       assert.equal(ready.body.error.message, 'Not ready: Redis is unreachable: connect ECONNREFUSED 127.0.0.1:1');
@@ -215,6 +316,58 @@ describe('server process (dist/server.js)', { concurrency: true }, () => {
       assert.deepEqual(exitOf(exit), { code: 0, signal: null }, server.stdout());
       assert.ok(exit.at - signalledAt < 2_000, server.stdout());
       assert.ok(!server.stdout().includes('hunter2'), 'the password is never logged');
+    } finally {
+      server.kill();
+    }
+  });
+
+  it('REDIS_URL with a database Redis refuses: /readyz and the profile 503 saying why, nothing in database 0', {
+    timeout: 60_000,
+    skip: REDIS_SERVER_MISSING && REDIS_SKIP_REASON,
+  }, async () => {
+    const redis = await RedisServer.start();
+    // A default redis-server has databases 0 to 15.
+    const server = await startServer({ REDIS_URL: `${redis.url}/99999` });
+    const databaseZero = new Redis(redis.url);
+    try {
+      const reason = 'Redis refused database 99999: ERR DB index is out of range';
+      const warning = await server.waitForLog((line) => line.level === 40 && line.reason === reason);
+      assert.equal(warning.msg, OUTAGE_WARNING);
+      const origin = `http://127.0.0.1:${server.port}`;
+      // Also after the next attempts to connect, each refused in the same way.
+      for (const waitMs of [0, 1_500]) {
+        await sleep(waitMs);
+        const ready = await sendTo(origin, { path: '/readyz' });
+        assert.equal(assertEnvelope(ready, 503, 'SERVICE_UNAVAILABLE').message, `Not ready: ${reason}`);
+        for (const request of [
+          { path: '/api/profile' },
+          {
+            method: 'PUT',
+            path: '/api/profile',
+            headers: { 'content-type': 'application/json' },
+            body: '{"name":"Ada"}',
+          },
+        ]) {
+          const res = await sendTo(origin, request);
+          const error = assertEnvelope(res, 503, 'SERVICE_UNAVAILABLE');
+          assert.equal(error.message, 'The shared store is unavailable; try again shortly.');
+          assert.equal(res.headers['retry-after'], '1');
+        }
+      }
+      assert.deepEqual(await databaseZero.keys('*'), [], 'nothing was written to database 0');
+    } finally {
+      databaseZero.disconnect();
+      server.kill();
+      await redis.kill();
+    }
+  });
+
+  it('HEADERS_TIMEOUT_MS of any valid value, 2001 say, starts and answers', { timeout: 60_000 }, async () => {
+    // The timeouts are checked every quarter of it: 500.25 ms once stopped the start with a stack trace.
+    const server = await startServer({ HEADERS_TIMEOUT_MS: '2001' });
+    try {
+      assert.deepEqual(await get(server.port, '/healthz'), { status: 200, body: { status: 'ok' } });
+      assert.equal(server.stderr(), '');
     } finally {
       server.kill();
     }
@@ -236,17 +389,24 @@ describe('server process (dist/server.js)', { concurrency: true }, () => {
   describe('time zone: /api/hello is local time per TZ', { concurrency: true }, () => {
     let kolkata: RunningServer | undefined;
     let utc: RunningServer | undefined;
+    let posix: RunningServer | undefined;
 
     before(async () => {
-      const [k, u] = await Promise.allSettled([startServer({ TZ: 'Asia/Kolkata' }), startServer({ TZ: 'UTC' })]);
+      const [k, u, p] = await Promise.allSettled([
+        startServer({ TZ: 'Asia/Kolkata' }),
+        startServer({ TZ: 'UTC' }),
+        // A POSIX form, which names no zone Intl knows: five hours behind UTC.
+        startServer({ TZ: 'GMT+5' }),
+      ]);
       if (k.status === 'fulfilled') kolkata = k.value;
       if (u.status === 'fulfilled') utc = u.value;
-      if (k.status === 'rejected') throw k.reason;
-      if (u.status === 'rejected') throw u.reason;
+      if (p.status === 'fulfilled') posix = p.value;
+      for (const started of [k, u, p]) if (started.status === 'rejected') throw started.reason;
     });
     after(() => {
       kolkata?.kill();
       utc?.kill();
+      posix?.kill();
     });
 
     /** A fresh /api/hello timestamp, and it read as if it were UTC minus now: the zone's offset, in ms. */
@@ -268,6 +428,11 @@ describe('server process (dist/server.js)', { concurrency: true }, () => {
     it('TZ=UTC: UTC now', async () => {
       const { timestamp, offsetMs } = await hello(utc);
       assert.ok(Math.abs(offsetMs) < 5_000, `${timestamp} is UTC now`);
+    });
+
+    it('TZ=GMT+5: UTC now - 05:00', async () => {
+      const { timestamp, offsetMs } = await hello(posix);
+      assert.ok(Math.abs(offsetMs + 5 * 60 * 60_000) < 5_000, `${timestamp} is UTC now - 5:00`);
     });
 
     it("Java's LocalDateTime.parse reads the Asia/Kolkata timestamp", { timeout: 60_000 }, async (t) => {
@@ -318,42 +483,132 @@ describe('server process (dist/server.js)', { concurrency: true }, () => {
   });
 
   describe('bad configuration: one line on stderr, nothing on stdout, exit 1', { concurrency: true }, () => {
-    const cases: { name: string; env?: Record<string, string>; args?: string[]; names: string }[] = [
+    /** A port something else listens on, opened before the cases run. */
+    const busy = createServer();
+    let busyPort = 0;
+
+    /**
+     * A user who may not listen on port 80 (nobody, when the tests run as root), or why this
+     * cannot be tried here.
+     */
+    const unprivileged = ((): SpawnOptions | string => {
+      if (!existsSync(UNPRIVILEGED_PORT_START)) return 'SKIPPED: Linux only';
+      if (Number(readFileSync(UNPRIVILEGED_PORT_START, 'utf8')) <= 80)
+        return 'SKIPPED: any user may listen on port 80 here';
+      if (process.getuid?.() !== 0) return {};
+      const nobody = { uid: 65534, gid: 65534 };
+      const canRead = spawnSync(process.execPath, ['-e', 'fs.accessSync("dist/main.js")'], { cwd: ROOT, ...nobody });
+      return canRead.status === 0 ? nobody : 'SKIPPED: user nobody cannot run this Node on dist/';
+    })();
+
+    const cases: {
+      name: string;
+      env?: Record<string, string>;
+      args?: string[];
+      options?: SpawnOptions;
+      skip?: string;
+      names: string;
+    }[] = [
       { name: 'PORT=abc', env: { PORT: 'abc' }, names: 'PORT "abc"' },
       { name: 'PORT=70000', env: { PORT: '70000' }, names: 'PORT "70000"' },
       { name: 'LOG_LEVEL=loud', env: { LOG_LEVEL: 'loud' }, names: 'LOG_LEVEL "loud"' },
       { name: 'BODY_LIMIT=0', env: { BODY_LIMIT: '0' }, names: 'BODY_LIMIT "0"' },
       { name: 'CONTEXT_PATH=no-slash', env: { CONTEXT_PATH: 'no-slash' }, names: 'CONTEXT_PATH "no-slash"' },
+      // A wildcard to Fastify: its error's stack trace.
+      { name: 'CONTEXT_PATH=/svc*', env: { CONTEXT_PATH: '/svc*' }, names: 'CONTEXT_PATH "/svc*"' },
       { name: 'SHUTDOWN_TIMEOUT_MS=-1', env: { SHUTDOWN_TIMEOUT_MS: '-1' }, names: 'SHUTDOWN_TIMEOUT_MS "-1"' },
       // The URL is a secret: named, never repeated.
       { name: 'REDIS_URL=http://…', env: { REDIS_URL: 'http://:hunter2@host' }, names: 'invalid REDIS_URL: ' },
+      // Each of these reached ioredis: SELECT NaN and a crash (at start, or once Redis was there),
+      // database 0 in silence, a URIError's stack trace.
+      ...[
+        'redis://:hunter2@127.0.0.1:6379/abc',
+        'redis://:hunter2@127.0.0.1:6379/?db=abc',
+        'redis://127.0.0.1:6379/-1',
+      ].map((url) => ({ name: `REDIS_URL=${url}`, env: { REDIS_URL: url }, names: 'invalid REDIS_URL: ' })),
+      {
+        name: 'REDIS_URL=redis://:hunter2%ZZ@…',
+        env: { REDIS_URL: 'redis://:hunter2%ZZ@127.0.0.1' },
+        names: 'invalid REDIS_URL: ',
+      },
+      // Node runs in UTC for a zone it cannot read, without a word.
+      { name: 'TZ=Invalid/Zone', env: { TZ: 'Invalid/Zone' }, names: 'invalid TZ "Invalid/Zone"' },
+      { name: 'TZ=asia/kolkata', env: { TZ: 'asia/kolkata' }, names: 'invalid TZ "asia/kolkata"' },
       { name: '--port abc', args: ['--port', 'abc'], names: '--port "abc"' },
       { name: 'unknown flag --nope', args: ['--nope'], names: '--nope' },
+      // Listening fails: the address is checked by the system, not by the configuration.
+      {
+        name: 'PORT already in use',
+        get env() {
+          return { PORT: String(busyPort) };
+        },
+        get names() {
+          return `PORT ${busyPort} is already in use on 127.0.0.1`;
+        },
+      },
+      {
+        name: '--port already in use',
+        get args() {
+          return ['--port', String(busyPort)];
+        },
+        get names() {
+          return `--port ${busyPort} is already in use on 127.0.0.1`;
+        },
+      },
+      {
+        name: 'HOST=999.1.1.1',
+        env: { HOST: '999.1.1.1' },
+        names: 'HOST "999.1.1.1" cannot be resolved to an address',
+      },
+      {
+        name: 'HOST=192.0.2.1, an address of another machine',
+        env: { HOST: '192.0.2.1' },
+        names: 'HOST "192.0.2.1" is not an address of this machine',
+      },
+      {
+        name: 'PORT=80 for a user without the privilege',
+        env: { PORT: '80' },
+        ...(typeof unprivileged === 'string' ? { skip: unprivileged } : { options: unprivileged }),
+        names: 'PORT 80 needs privileges this process does not have',
+      },
     ];
     const results = new Map<string, { exit: Exit; stdout: string; stderr: string }>();
 
     before(async () => {
-      await Promise.all(
-        cases.map(async ({ name, env, args }) => {
-          const server = await spawnServer(env, args);
+      busy.listen(0, '127.0.0.1');
+      await once(busy, 'listening');
+      busyPort = (busy.address() as AddressInfo).port;
+      // Three at a time: a couple of dozen starts at once would take the machine's cores from
+      // the tests beside these, and each its own time limit.
+      const queue = cases.filter(({ skip }) => skip === undefined);
+      const run = async (): Promise<void> => {
+        for (let next = queue.shift(); next !== undefined; next = queue.shift()) {
+          const { name, env, args, options } = next;
+          const server = await spawnServer(env, args, options);
           try {
             const exit = await withTimeout(server.exited, 20_000, `${name}: exit`);
             results.set(name, { exit, stdout: server.stdout(), stderr: server.stderr() });
           } finally {
             server.kill();
           }
-        }),
-      );
+        }
+      };
+      await Promise.all([run(), run(), run()]);
+    });
+    after(() => {
+      busy.close();
     });
 
-    for (const { name, names } of cases) {
-      it(name, () => {
+    for (const testCase of cases) {
+      it(testCase.name, { skip: testCase.skip }, () => {
+        const { name, names } = testCase;
         const result = results.get(name);
         assert.ok(result, 'the process ran');
         assert.deepEqual(exitOf(result.exit), { code: 1, signal: null }, result.stderr);
         assert.equal(result.stdout, '');
         assert.match(result.stderr, /^greeting-service: [^\n]+\n$/, 'exactly one line');
         assert.ok(result.stderr.includes(names), `${JSON.stringify(result.stderr)} names ${names}`);
+        assert.ok(!result.stderr.includes('hunter2'), 'a secret is never repeated');
       });
     }
   });

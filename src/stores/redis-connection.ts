@@ -42,6 +42,11 @@ export class RedisConnection implements StoreHealth {
   #unavailable: string | null = 'Redis is not connected yet.';
   /** Whether the current outage has been logged: at most once each. */
   #outageLogged = false;
+  /**
+   * Whether Redis refused, on the connection of the moment, to select the database of the URL:
+   * that connection is then on database 0, and nothing may run on it.
+   */
+  #databaseRefused = false;
   #closing = false;
   #probing = false;
   #probeTimer: NodeJS.Timeout | undefined;
@@ -58,11 +63,21 @@ export class RedisConnection implements StoreHealth {
       enableOfflineQueue: false,
       maxRetriesPerRequest: 0,
       autoResendUnfulfilledCommands: false,
-      retryStrategy: (attempt) => Math.min(attempt * 100, MAX_RECONNECT_DELAY_MS),
+      // Asking for a database Redis refuses again and again would be one connection after another.
+      retryStrategy: (attempt) =>
+        this.#databaseRefused ? MAX_RECONNECT_DELAY_MS : Math.min(attempt * 100, MAX_RECONNECT_DELAY_MS),
     });
     // ioredis connects in the background from here on, and reconnects per the retry strategy.
+    // Each connection selects the database of the URL before it is ready.
+    this.client.on('connect', () => {
+      this.#databaseRefused = false;
+    });
     this.client.on('ready', () => this.#available());
-    this.client.on('error', (error: Error) => this.#lost(`Redis is unreachable: ${error.message}`));
+    this.client.on('error', (error: Error) => {
+      if (isRefusedSelect(error)) this.#refuseDatabase(error);
+      // The rest of a connection dropped for its database fails too, for no other reason.
+      else if (!this.#databaseRefused) this.#lost(`Redis is unreachable: ${error.message}`);
+    });
     // After an error, the close that follows adds nothing to the error's reason.
     this.client.on('close', () => this.#unavailable === null && this.#lost(CONNECTION_CLOSED));
   }
@@ -116,6 +131,21 @@ export class RedisConnection implements StoreHealth {
     return CONNECTION_CLOSED;
   }
 
+  /**
+   * ioredis reports a failed SELECT and then goes on with the connection as it is, on database 0.
+   * The connection is dropped instead, and the next one asks again, so that the data never goes
+   * to another database, and the service is ready once Redis accepts the database.
+   */
+  #refuseDatabase(error: RefusedSelect): void {
+    this.#databaseRefused = true;
+    const reason = `Redis refused database ${error.command.args[0]}: ${error.message}`;
+    // Only a change of configuration ends this: worth a warning of its own, even in an outage
+    // already logged for another reason (Redis was down, and came back refusing).
+    if (this.#unavailable !== reason) this.#outageLogged = false;
+    this.#lost(reason);
+    this.client.disconnect(true);
+  }
+
   #lost(reason: string): void {
     if (this.#closing) return;
     // Error messages name hosts and ports, not passwords; this makes sure of it.
@@ -149,9 +179,17 @@ export class RedisConnection implements StoreHealth {
   }
 
   #available(): void {
+    if (this.#databaseRefused) return;
     this.#unavailable = null;
     if (!this.#outageLogged) return;
     this.#outageLogged = false;
     this.#log.info('Redis is available again');
   }
+}
+
+/** The error of a SELECT that Redis answered with an error, as ioredis reports it. */
+type RefusedSelect = Error & { command: { name: 'select'; args: unknown[] } };
+
+function isRefusedSelect(error: Error): error is RefusedSelect {
+  return error instanceof ReplyError && (error as Partial<RefusedSelect>).command?.name === 'select';
 }

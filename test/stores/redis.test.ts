@@ -225,6 +225,61 @@ describe('Redis stores', { skip: REDIS_SERVER_MISSING && REDIS_SKIP_REASON }, ()
       await untilAvailable(connection);
     });
 
+    it('keeps its keys in the database of the URL', async () => {
+      await withOwnConnection(async (own) => {
+        await untilAvailable(own);
+        await new RedisProfileStore(own).get();
+        await new RedisRateLimitStore(own).incr('a', 10_000);
+        assert.deepEqual(await connection.client.keys('*'), []);
+        await connection.client.select(3);
+        try {
+          assert.deepEqual((await connection.client.keys('*')).sort(), [
+            'greeting-service:profile',
+            'greeting-service:rate-limit:a',
+          ]);
+        } finally {
+          await connection.client.select(0);
+        }
+      }, `${server.url}/3`);
+    });
+
+    it('never falls back to database 0 when Redis refuses the database of the URL: unavailable, saying why', async () => {
+      await withOwnConnection(async (own, logs) => {
+        const reason = 'Redis refused database 99999: ERR DB index is out of range';
+        for (let i = 0; i < 100 && (await own.unavailableReason()) !== reason; i++) await sleep(20);
+        assert.equal(await own.unavailableReason(), reason);
+        // Still so after the next attempts to connect, each refused in the same way.
+        await sleep(1_500);
+        assert.equal(await own.unavailableReason(), reason);
+        assert.equal(await assertFailsFast(() => new RedisProfileStore(own).get()), reason);
+        await assertFailsFast(() => new RedisRateLimitStore(own).incr('a', 1000));
+        assert.deepEqual(await connection.client.keys('*'), [], 'nothing was written to database 0');
+        assert.deepEqual(logs.warnings(), [OUTAGE_WARNING]);
+        assert.equal(logs.lines.find((line) => line.level === 40)?.reason, reason);
+      }, `${server.url}/99999`);
+    });
+
+    it('warns again when Redis, down at first, comes back refusing the database', async () => {
+      await server.kill();
+      await withOwnConnection(async (own, logs) => {
+        const unreachable = `Redis is unreachable: connect ECONNREFUSED 127.0.0.1:${server.port}`;
+        for (let i = 0; i < 100 && (await own.unavailableReason()) !== unreachable; i++) await sleep(20);
+        assert.equal(await own.unavailableReason(), unreachable);
+        await server.restart();
+        const refused = 'Redis refused database 99999: ERR DB index is out of range';
+        for (let i = 0; i < 150 && (await own.unavailableReason()) !== refused; i++) await sleep(20);
+        assert.equal(await own.unavailableReason(), refused);
+        const warnings = logs.lines.filter((line) => line.level === 40);
+        assert.deepEqual(
+          warnings.map((line) => [line.msg, line.reason]),
+          [
+            [OUTAGE_WARNING, unreachable],
+            [OUTAGE_WARNING, refused],
+          ],
+        );
+      }, `${server.url}/99999`);
+    });
+
     it('never repeats the password of the URL in a reason', async () => {
       await withOwnConnection(async (own) => {
         let reason: string | null = null;

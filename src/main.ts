@@ -1,0 +1,81 @@
+import type { FastifyInstance } from 'fastify';
+import { helpText, versionText } from './cli.js';
+import { type Config, ConfigError, checkTimeZone, listenError, loadConfig, parseCommandLine } from './config.js';
+import { logDestination } from './lib/log-destination.js';
+
+/**
+ * The process, once src/server.ts has installed the signal handlers: read the configuration,
+ * listen, and shut down gracefully on SIGTERM/SIGINT: readiness turns 503, the listener closes so
+ * no new connection is accepted, in-flight requests finish, and the process exits 0; if they have
+ * not finished within SHUTDOWN_TIMEOUT_MS, it exits 1. A second signal forces an immediate exit 1.
+ */
+
+// Log lines are written asynchronously, so every exit below first waits for those still buffered.
+const logs = logDestination();
+
+let exiting = false;
+
+/** Exits with `code` once the buffered log lines are written (at most a second from now). */
+function exitAfterLogs(code: number): void {
+  if (exiting) return;
+  exiting = true;
+  setTimeout(() => process.exit(code), 1000).unref();
+  logs.end(() => process.exit(code));
+}
+
+/** A setting that cannot be used: one line on stderr, no stack trace, and exit 1. */
+function refuse(error: ConfigError): void {
+  process.stderr.write(`greeting-service: ${error.message}\n`);
+  exitAfterLogs(1);
+}
+
+let config: Config;
+let app: FastifyInstance | undefined;
+let stopping = false;
+
+/** What SIGTERM and SIGINT do, from the moment this module is loaded. */
+export async function shutdown(signal: NodeJS.Signals): Promise<void> {
+  if (stopping) {
+    app?.log.warn({ signal }, 'second signal: exiting without waiting');
+    if (!exiting) logs.flushSync();
+    process.exit(1);
+  }
+  stopping = true;
+  if (app === undefined) process.exit(0); // nothing is served yet, so nothing to drain
+  app.log.info({ signal, timeout_ms: config.shutdownTimeoutMs }, 'shutting down');
+  setTimeout(() => {
+    app?.log.error({ timeout_ms: config.shutdownTimeoutMs }, 'in-flight requests did not finish in time');
+    exitAfterLogs(1);
+  }, config.shutdownTimeoutMs).unref();
+  await app.close();
+  app.log.info('stopped');
+  exitAfterLogs(0);
+}
+
+/** Starts the service as the command line `argv` and the environment say. */
+export async function main(argv: readonly string[]): Promise<void> {
+  try {
+    const { help, version } = parseCommandLine(argv);
+    if (help || version) {
+      process.stdout.write(help ? helpText() : versionText());
+      process.exit(0);
+    }
+    config = loadConfig(argv, process.env);
+    // Node reads an empty TZ as UTC; like any empty variable, it counts as unset: the system's zone.
+    if (process.env.TZ === '') delete process.env.TZ;
+    checkTimeZone(process.env.TZ);
+  } catch (error) {
+    if (!(error instanceof ConfigError)) throw error;
+    refuse(error);
+    return;
+  }
+
+  // Loaded only once the configuration is known to be good, so a bad one fails fast.
+  const { buildApp } = await import('./app.js');
+  app = await buildApp(config, { logStream: logs.stream });
+  try {
+    await app.listen({ port: config.port, host: config.host });
+  } catch (error) {
+    refuse(listenError(error, config, argv));
+  }
+}
