@@ -15,6 +15,13 @@ const logs = logDestination();
 
 let exiting = false;
 
+// An uncaught exception ends the process as Node ends it (the stack on stderr, exit 1), once the
+// buffered lines, and one saying why, are written.
+process.on('uncaughtExceptionMonitor', (error) => {
+  app?.log.fatal({ err: error }, 'uncaught exception');
+  logs.flushSync();
+});
+
 /** Exits with `code` once the buffered log lines are written (at most a second from now). */
 function exitAfterLogs(code: number): void {
   if (exiting) return;

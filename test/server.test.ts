@@ -280,6 +280,36 @@ describe('server process (dist/server.js)', { concurrency: true }, () => {
     }
   });
 
+  it('an uncaught exception: the buffered lines and one saying why are written, then exit 1 with its stack', {
+    timeout: 60_000,
+  }, async () => {
+    // Run by the child before the service: an exception no code of the service catches, on demand.
+    const crash = `process.on('SIGUSR2', () => { throw new Error('crash on demand'); });`;
+    const server = await startServer({}, [], {
+      nodeArgs: ['--import', `data:text/javascript,${encodeURIComponent(crash)}`],
+    });
+    try {
+      const ids = Array.from({ length: 20 }, (_, i) => `before-crash-${i}`);
+      const origin = `http://127.0.0.1:${server.port}`;
+      await Promise.all(ids.map((id) => sendTo(origin, { path: '/api/hello', headers: { 'x-request-id': id } })));
+      server.child.kill('SIGUSR2');
+      const exit = await withTimeout(server.exited, 10_000, 'exit after the exception');
+      assert.deepEqual(exitOf(exit), { code: 1, signal: null }, server.stdout());
+      for (const id of ids)
+        assert.ok(
+          server.lines.some((line) => line.request_id === id),
+          id,
+        );
+      const fatal = server.lines.find((line) => line.msg === 'uncaught exception');
+      assert.ok(fatal, server.stdout());
+      assert.equal(fatal.level, 60);
+      assert.match(String((fatal.err as { message?: unknown }).message), /crash on demand/);
+      assert.match(server.stderr(), /Error: crash on demand/);
+    } finally {
+      server.kill();
+    }
+  });
+
   it('a second signal exits 1 at once, without waiting for the request in flight', { timeout: 60_000 }, async () => {
     const server = await startServer({ SHUTDOWN_TIMEOUT_MS: '10000' });
     let held: HeldRequest | undefined;
