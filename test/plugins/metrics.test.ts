@@ -27,6 +27,7 @@ for (const [transport, connect] of transports) {
       await client.send({ path: '/api/search' }); // 400
       await client.send({ path: '/no/such/path' }); // 404
       await client.send({ path: '/api/hello', method: 'DELETE' }); // 405
+      await client.send({ path: '/api/hello/%E0%A4%A' }); // 400, refused before routing
       const res = await client.send({ path: '/metrics' });
       assert.equal(res.status, 200);
       assert.equal(res.headers['content-type'], 'text/plain; version=0.0.4; charset=utf-8');
@@ -43,6 +44,7 @@ for (const [transport, connect] of transports) {
           [labels('GET', '/api/search', 400), 1],
           [labels('GET', UNMATCHED_ROUTE, 404), 1],
           [labels('DELETE', UNMATCHED_ROUTE, 405), 1],
+          [labels('GET', UNMATCHED_ROUTE, 400), 1],
         ]),
       );
       assert.match(text, /^# TYPE http_requests_total counter$/m);
