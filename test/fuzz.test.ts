@@ -20,7 +20,7 @@ import {
 import { LogCapture, parseRawResponse, type TestResponse, testConfig } from './helpers.js';
 
 /**
- * Property-based fuzzing of every route (issue 8): random methods, paths, query strings,
+ * Property-based fuzzing of every route: random methods, paths, query strings,
  * headers and bodies, most through `app.inject`, a quarter as raw bytes over a socket, and a
  * few hundred with rate limiting on. Every response is checked against the same invariants:
  * no 5xx, an X-Request-Id, the error envelope with the contract's status and code, nothing
