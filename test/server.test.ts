@@ -175,8 +175,10 @@ describe('server process (dist/server.js)', { concurrency: true }, () => {
           `${closedAt === undefined ? 'never' : `${Math.round(closedAt - signalledAt)} ms after SIGTERM`}` +
           `\nstdout:\n${server.stdout()}`;
         assert.deepEqual(exitOf(exit), { code: 0, signal: null }, state);
-        assert.ok(tookMs < 1_000, state);
-        assert.ok(closedAt !== undefined && closedAt - signalledAt < 1_000, state);
+        // Well within SHUTDOWN_TIMEOUT_MS, which a held connection would wait out, with room for a
+        // busy test process to see the exit and the close late.
+        assert.ok(tookMs < 3_000, state);
+        assert.ok(closedAt !== undefined && closedAt - signalledAt < 3_000, state);
       } finally {
         reader?.socket.destroy();
         server.kill();
