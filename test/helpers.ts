@@ -31,6 +31,7 @@ export interface TestResponse {
   status: number;
   headers: Record<string, string | string[] | number | undefined>;
   text: string;
+  // biome-ignore lint/suspicious/noExplicitAny: a JSON body, whose shape each assertion checks
   json(): any;
 }
 

@@ -8,6 +8,7 @@ export interface RawResponse {
   status: number;
   headers: Record<string, string>;
   text: string;
+  // biome-ignore lint/suspicious/noExplicitAny: a JSON body, whose shape each assertion checks
   json(): any;
 }
 

@@ -3,7 +3,7 @@ import { spawn, spawnSync } from 'node:child_process';
 import { once } from 'node:events';
 import { existsSync, readFileSync } from 'node:fs';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
-import { type AddressInfo, createServer, type Socket } from 'node:net';
+import { type AddressInfo, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
@@ -43,6 +43,7 @@ const OUTAGE_WARNING = 'Redis is unavailable: rate limiting is off and profile r
 
 const isShuttingDown = (signal: string) => (line: LogLine) => line.msg === 'shutting down' && line.signal === signal;
 
+// biome-ignore lint/suspicious/noExplicitAny: a JSON body, whose shape each assertion checks
 async function get(port: number, path: string): Promise<{ status: number; body: any }> {
   // reset: no keep-alive socket is left behind in undici's pool.
   const res = await request(`http://127.0.0.1:${port}${path}`, { reset: true });
