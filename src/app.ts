@@ -3,25 +3,28 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import Fastify, { type FastifyInstance } from 'fastify';
 import { type DestinationStream, destination } from 'pino';
 import type { Config } from './config.js';
+import { SocketAnswers } from './http/socket-answers.js';
 import { apiPathTest } from './lib/api-path.js';
 import { compileOnFirstUse } from './lib/compile-on-first-use.js';
-import { docsRoutes } from './plugins/docs.js';
-import { clientErrorHandler, errorsPlugin, sendError } from './plugins/errors.js';
+import { RequestLog } from './logging/request-log.js';
+import { errorsPlugin, sendError } from './plugins/errors.js';
 import { HTTP_GUARD_SERVER_OPTIONS, httpGuardPlugin } from './plugins/http-guard.js';
 import { jsonBodyPlugin } from './plugins/json-body.js';
-import { metricsPlugin, metricsRoute } from './plugins/metrics.js';
-import { openapiPlugin, openapiRoute } from './plugins/openapi.js';
+import { metricsPlugin } from './plugins/metrics.js';
+import { openapiPlugin } from './plugins/openapi.js';
 import { rateLimitPlugin } from './plugins/rate-limit.js';
-import { RequestLog } from './plugins/request-log.js';
-import { ResponseHeaders, requestId, responseHeadersPlugin } from './plugins/response-headers.js';
+import { ResponseHeaders, responseHeadersPlugin } from './plugins/response-headers.js';
 import { shutdownPlugin } from './plugins/shutdown.js';
 import { validationPlugin } from './plugins/validation.js';
 import { versionedUrlRewriter, versioningPlugin } from './plugins/versioning.js';
 import { currencyRoutes } from './routes/currencies.js';
+import { docsRoutes } from './routes/docs.js';
 import { echoRoutes } from './routes/echo.js';
 import { exchangeRoutes } from './routes/exchange.js';
 import { healthRoutes } from './routes/health.js';
 import { helloRoutes } from './routes/hello.js';
+import { metricsRoute } from './routes/metrics.js';
+import { openapiRoute } from './routes/openapi.js';
 import { profileRoutes } from './routes/profile.js';
 import { searchRoutes } from './routes/search.js';
 import type { ProfileStore } from './stores/profile.js';
@@ -51,6 +54,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   const requestLog = new RequestLog(logStream, config.logLevel);
   const isApiPath = apiPathTest(config.contextPath);
   const headers = new ResponseHeaders(config.corsOrigins, config.contextPath, isApiPath);
+  const socketAnswers = new SocketAnswers(headers);
   // How often Node looks for requests past their timeouts: often enough for a short one to hold.
   const timeoutCheckMs = Math.ceil(Math.min(1000, config.headersTimeoutMs / 4));
   const app = Fastify({
@@ -58,7 +62,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
     logController: requestLog,
     schemaController: { compilersFactory: { buildSerializer: lazySerializers } },
     requestIdHeader: false, // ids are vetted by requestId, not taken as they come
-    genReqId: requestId,
+    genReqId: (request) => headers.requestId(request),
     rewriteUrl: versionedUrlRewriter(config.contextPath),
     bodyLimit: config.bodyLimit,
     trustProxy: config.trustProxy,
@@ -75,7 +79,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
       headers.forUnrouted(request, reply);
       sendError(error, request, reply);
     },
-    clientErrorHandler,
+    clientErrorHandler: socketAnswers.clientErrorHandler,
     // Against slow clients: a request must arrive within its timeouts (else 408, from
     // clientErrorHandler), and Node checks them often enough for a short timeout to hold.
     http: {
@@ -91,6 +95,8 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
     connectionTimeout: config.requestTimeoutMs + 2 * timeoutCheckMs,
     keepAliveTimeout: config.keepAliveTimeoutMs,
   }).withTypeProvider<TypeBoxTypeProvider>();
+
+  socketAnswers.refuseConnect(app);
 
   const stores = createStores(config, app.log);
   // Registered before listening, so it runs after Fastify's own close hook has drained the requests.

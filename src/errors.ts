@@ -1,5 +1,6 @@
 import { STATUS_CODES } from 'node:http';
 import { type Static, Type } from 'typebox';
+import { utcDateTime } from './lib/local-time.js';
 
 /** One invalid input: which field, why, and the value as the client sent it (`null` when absent). */
 export const ErrorDetail = Type.Object(
@@ -135,6 +136,24 @@ export function storeUnavailable(): ApiError {
 /** The generic error a client gets for any failure of ours: nothing internal in it. */
 export function internalError(): ApiError {
   return apiError(500);
+}
+
+/** The answer to a request in a major version of HTTP other than 1. */
+export function unsupportedVersion(): ApiError {
+  return apiError(505, 'Only HTTP/1.0 and HTTP/1.1 are supported.');
+}
+
+/** The body of every error answer: the envelope, stamped now with the request's id. */
+export function envelope(error: ApiError, requestId: string): ErrorEnvelope {
+  return {
+    error: {
+      code: error.code,
+      message: error.message,
+      details: error.details,
+      timestamp: utcDateTime(),
+      request_id: requestId,
+    },
+  };
 }
 
 /** OpenAPI response entries for the given error statuses, each the shared envelope. */

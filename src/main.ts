@@ -1,7 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import { helpText, versionText } from './cli.js';
 import { type Config, ConfigError, checkTimeZone, listenError, loadConfig, parseCommandLine } from './config.js';
-import { logDestination } from './lib/log-destination.js';
+import { logDestination } from './logging/log-destination.js';
 
 /**
  * The process, once src/server.ts has installed the signal handlers: read the configuration,

@@ -6,7 +6,7 @@ import fc from 'fast-check';
 import type { FastifyInstance } from 'fastify';
 import { buildApp } from '../src/app.js';
 import { entityTag } from '../src/domain/profile.js';
-import { MemoryProfileStore } from '../src/stores/memory.js';
+import { MemoryProfileStore } from '../src/stores/memory-profile.js';
 import {
   abridged,
   CURRENT_ETAG,

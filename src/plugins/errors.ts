@@ -1,25 +1,22 @@
-import { randomUUID } from 'node:crypto';
-import { type ServerResponse, STATUS_CODES } from 'node:http';
-import type { Socket } from 'node:net';
+import type { ErrorObject } from 'ajv';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
 import FindMyWay, { type HTTPMethod } from 'find-my-way';
 import {
   ApiError,
   apiError,
-  type ErrorEnvelope,
-  ErrorEnvelope as ErrorEnvelopeSchema,
+  type ErrorDetail,
+  ErrorEnvelope,
+  envelope,
   INTERNAL_ERROR,
   internalError,
   methodNotAllowed,
   storeUnavailable,
   validationError,
 } from '../errors.js';
+import { pointerSegments } from '../lib/json-pointer.js';
 import { deepJson } from '../lib/json-text.js';
-import { utcDateTime } from '../lib/local-time.js';
-import { StoreUnavailableError } from '../stores/health.js';
-import { socketAnswerHead } from './response-headers.js';
-import { validationDetails } from './validation.js';
+import { StoreUnavailableError } from '../stores/availability.js';
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -33,20 +30,51 @@ declare module 'fastify' {
  * Fastify, the client gets the envelope of spec 7.1 with the request's id.
  */
 
-function envelope(error: ApiError, requestId: string): ErrorEnvelope {
-  return {
-    error: {
-      code: error.code,
-      message: error.message,
-      details: error.details,
-      timestamp: utcDateTime(),
-      request_id: requestId,
-    },
-  };
-}
-
 function notFound(request: FastifyRequest): ApiError {
   return apiError(404, `No route for ${request.method} ${request.originalUrl.split('?', 1)[0]}.`);
+}
+
+type Part = 'body' | 'querystring' | 'params' | 'headers';
+
+function valueAt(root: unknown, segments: readonly string[]): unknown {
+  let node = root;
+  for (const segment of segments) {
+    if (node === null || typeof node !== 'object' || !Object.hasOwn(node, segment)) return null;
+    node = (node as Record<string, unknown>)[segment];
+  }
+  return node === undefined ? null : node;
+}
+
+/** Where an Ajv error points, and the message the client gets for it. */
+function locate(error: ErrorObject): { segments: string[]; message: string } {
+  const segments = pointerSegments(error.instancePath);
+  switch (error.keyword) {
+    case 'required':
+      return { segments: [...segments, String(error.params.missingProperty)], message: 'is required' };
+    case 'additionalProperties':
+      return { segments: [...segments, String(error.params.additionalProperty)], message: 'is not allowed' };
+    default:
+      return { segments, message: error.message ?? 'is not valid' };
+  }
+}
+
+/**
+ * One detail per invalid field, in the order Ajv reports them (keys that are not allowed first,
+ * then the properties in schema order): the field's name (dotted when nested,
+ * `body` for the body as a whole), the message, and the value as the client sent it.
+ */
+export function validationDetails(errors: readonly ErrorObject[], part: Part, request: FastifyRequest): ErrorDetail[] {
+  const source: unknown = part === 'querystring' ? request.query : request[part];
+  const details: ErrorDetail[] = [];
+  const seen = new Set<string>();
+  for (const error of errors) {
+    const { segments, message } = locate(error);
+    const field = segments.length === 0 ? (part === 'body' ? 'body' : part) : segments.join('.');
+    if (seen.has(field)) continue;
+    seen.add(field);
+    details.push({ field, message, value: segments.length === 0 ? (source ?? null) : valueAt(source, segments) });
+  }
+  return details;
 }
 
 /** Fastify's own errors, translated to the contract's. */
@@ -104,123 +132,6 @@ export function sendError(error: FastifyError | ApiError, request: FastifyReques
     .send(deepJson(envelope(shaped, request.id)));
 }
 
-/** What Node's parser tells of bytes it could not read as a request. */
-interface ParseError {
-  /** The bytes it was reading, and how far into them it got. */
-  rawPacket?: Buffer;
-  bytesParsed?: number;
-}
-
-/** A socket of Node's HTTP server: the response being written on it, with the later ones queued behind it. */
-type HttpSocket = Socket & { _httpMessage?: ServerResponse | null };
-
-/** The answer to a request in a major version of HTTP other than 1. */
-export function unsupportedVersion(): ApiError {
-  return apiError(505, 'Only HTTP/1.0 and HTTP/1.1 are supported.');
-}
-
-/**
- * Whether the request line the parser refused names another major version of HTTP, well formed
- * (HTTP/3.0, not HTTP/x): the parser stops right after the version.
- */
-function namesOtherMajorVersion(error: NodeJS.ErrnoException): boolean {
-  const { rawPacket, bytesParsed } = error as ParseError;
-  if (rawPacket === undefined || bytesParsed === undefined) return false;
-  const version = /HTTP\/(\d)\.\d$/.exec(rawPacket.toString('latin1', Math.max(0, bytesParsed - 8), bytesParsed));
-  return version !== null && version[1] !== '1';
-}
-
-/** The answer to an error on the connection. */
-function clientErrorFor(error: NodeJS.ErrnoException): ApiError {
-  switch (error.code) {
-    case 'ERR_HTTP_REQUEST_TIMEOUT':
-      return apiError(408);
-    case 'HPE_HEADER_OVERFLOW':
-      return apiError(431);
-    case 'HPE_PAUSED_H2_UPGRADE': // the HTTP/2 connection preface
-      return unsupportedVersion();
-    case 'HPE_INVALID_VERSION':
-      return namesOtherMajorVersion(error) ? unsupportedVersion() : apiError(400);
-    default:
-      return apiError(400);
-  }
-}
-
-/**
- * Calls `write` once the socket has sent every response it owes for requests read in full,
- * each given `limitMs` (then the connection is dropped). A response to a request still being
- * read is not waited for: the error is about that request.
- */
-function afterOwedResponses(socket: HttpSocket, limitMs: number, write: () => void): void {
-  const owed = socket._httpMessage;
-  if (owed == null || !owed.req.complete) {
-    write();
-    return;
-  }
-  const timer = setTimeout(() => socket.destroy(), limitMs).unref();
-  const stop = () => clearTimeout(timer);
-  socket.once('close', stop);
-  owed.once('finish', () => {
-    stop();
-    socket.off('close', stop);
-    // Node has handed the socket to the next queued response, if any, before this listener runs.
-    afterOwedResponses(socket, limitMs, write);
-  });
-}
-
-/** Sockets with an answer of answerOnSocket's under way, or written. */
-const answering = new WeakSet<Socket>();
-
-/**
- * Answers on a socket where Node gives Fastify no request to reply to: an error before there is a
- * request, or a CONNECT. The envelope and the fixed headers, as a reply would have them, written
- * straight to the socket, which then closes; logged as one line. A pipelining client gets the
- * answers to its earlier requests first, in order. Later errors on the same connection (more
- * bytes, its timeout) add nothing; once the answer is written, they end the connection.
- */
-export function answerOnSocket(
-  app: FastifyInstance,
-  socket: Socket,
-  error: ApiError,
-  id: string,
-  reason: string,
-): void {
-  if (answering.has(socket)) {
-    if (socket.writableEnded) socket.destroy();
-    return;
-  }
-  answering.add(socket);
-  const status = error.statusCode;
-  app.log.info({ request_id: id, status, reason }, 'client error');
-  const body = JSON.stringify(envelope(error, id));
-  const own = Object.entries(error.headers).map(([name, value]) => `${name}: ${value}\r\n`);
-  afterOwedResponses(socket, app.server.requestTimeout, () => {
-    if (!socket.writable) {
-      socket.destroy();
-      return;
-    }
-    socket.end(
-      `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\n` +
-        'Content-Type: application/json; charset=utf-8\r\n' +
-        `Content-Length: ${Buffer.byteLength(body)}\r\n` +
-        own.join('') +
-        socketAnswerHead(id) +
-        'Connection: close\r\n\r\n' +
-        body,
-    );
-  });
-}
-
-/**
- * Errors raised on a connection before there is a request: a malformed request (400), another
- * major version of HTTP (505), headers over the size limit (431), a request timeout (408).
- * Given to Fastify as `clientErrorHandler`.
- */
-export function clientErrorHandler(this: FastifyInstance, error: NodeJS.ErrnoException, socket: Socket): void {
-  if (error.code === 'ECONNRESET' || socket.destroyed) return;
-  answerOnSocket(this, socket, clientErrorFor(error), randomUUID(), error.code ?? 'unknown');
-}
-
 /**
  * 404 for a path no route matches, 405 with `Allow` for a path that exists with other
  * methods. A second router holds every route's path so that the methods a path allows can
@@ -228,10 +139,11 @@ export function clientErrorHandler(this: FastifyInstance, error: NodeJS.ErrnoExc
  */
 export const errorsPlugin = fp(
   async (app: FastifyInstance) => {
-    app.addSchema(ErrorEnvelopeSchema);
+    app.addSchema(ErrorEnvelope);
     app.decorateRequest('failure', null);
 
-    const paths = FindMyWay({ ignoreTrailingSlash: true, maxParamLength: Number.MAX_SAFE_INTEGER });
+    // Matching as the app's own router does.
+    const paths = FindMyWay(app.initialConfig.routerOptions);
     const methods = new Set<HTTPMethod>();
     app.addHook('onRoute', (route) => {
       for (const method of [route.method].flat() as HTTPMethod[]) {

@@ -1,10 +1,7 @@
 import type { IncomingMessage, ServerOptions } from 'node:http';
-import type { Socket } from 'node:net';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
-import { type ApiError, apiError, type ErrorDetail, methodNotAllowed, validationError } from '../errors.js';
-import { answerOnSocket, unsupportedVersion } from './errors.js';
-import { METHODS, requestId } from './response-headers.js';
+import { type ApiError, apiError, type ErrorDetail, unsupportedVersion, validationError } from '../errors.js';
 
 /**
  * What HTTP/1.1 requires a server to refuse, refused with the envelope: Node's HTTP layer would
@@ -95,15 +92,6 @@ export const httpGuardPlugin = fp(
     app.server.on('checkExpectation', (request, response) => {
       unmet.add(request);
       app.routing(request, response);
-    });
-    // A CONNECT asks for a tunnel, which this service, no proxy, does not offer: 405, naming the
-    // methods it takes. Node hands the connection over with its own listeners removed, so it is
-    // read to its end here, and closed once idle for the server's timeout.
-    app.server.on('connect', (request: IncomingMessage, socket: Socket) => {
-      socket.on('error', () => {}); // a client gone meanwhile (ECONNRESET) is no error of the service's
-      socket.once('timeout', () => socket.destroy());
-      socket.resume();
-      answerOnSocket(app, socket, methodNotAllowed('CONNECT', METHODS), requestId(request), 'CONNECT');
     });
     app.addHook('preParsing', (request, reply, payload, done) => {
       closeAfterUpgradeRequest(request, reply);

@@ -3,8 +3,7 @@ import type { FastifyInstance, FastifySchema } from 'fastify';
 import fp from 'fastify-plugin';
 import { errorResponses } from '../errors.js';
 import type { ApiPathTest } from '../lib/api-path.js';
-import { VERSION } from '../version.js';
-import { API_VERSION } from './versioning.js';
+import { API_VERSION, VERSION } from '../version.js';
 
 const DESCRIPTION = `A small JSON-over-HTTP reference service: greetings, a search echo, a lossless JSON echo, a
 profile with conditional requests, and currency conversion with a fixed table of rates, listed as a paginated collection.
@@ -149,32 +148,3 @@ export const openapiPlugin = fp(
   },
   { name: 'openapi', dependencies: ['errors'] },
 );
-
-/** `GET /openapi.json`: the document, serialised once when the app is ready. */
-export async function openapiRoute(app: FastifyInstance): Promise<void> {
-  let document = '';
-  app.addHook('onReady', (done) => {
-    document = JSON.stringify(app.swagger());
-    done();
-  });
-  app.get(
-    '/openapi.json',
-    {
-      schema: {
-        operationId: 'getOpenApi',
-        summary: 'OpenAPI document',
-        description: 'This document: OpenAPI 3.1 of every route.',
-        tags: ['operations'],
-        response: {
-          200: {
-            type: 'object',
-            additionalProperties: true,
-            description: 'OpenAPI 3.1 document.',
-            examples: [{ openapi: '3.1.0', info: { title: 'Greeting and Echo Service', version: VERSION }, paths: {} }],
-          },
-        },
-      },
-    },
-    async (_request, reply) => reply.type('application/json; charset=utf-8').send(document),
-  );
-}

@@ -4,7 +4,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest, onRequestHookHandle
 import fp from 'fastify-plugin';
 import helmet from 'helmet';
 import type { ApiPathTest } from '../lib/api-path.js';
-import { API_VERSION } from './versioning.js';
+import { API_VERSION } from '../version.js';
 
 /**
  * Every fixed header of every response is chosen here: the security headers, CORS, the API
@@ -115,6 +115,8 @@ export class ResponseHeaders {
   readonly #sets: Readonly<Record<Kind, Sets>>;
   readonly #isApiPath: ApiPathTest;
   readonly #docs: string;
+  /** The methods the routes take: what a preflight may ask for, and what a CONNECT is told to use. */
+  readonly methods: readonly string[] = METHODS;
 
   constructor(corsOrigins: '*' | readonly string[], contextPath: string, isApiPath: ApiPathTest) {
     this.#isApiPath = isApiPath;
@@ -174,6 +176,23 @@ export class ResponseHeaders {
   forUnrouted(request: FastifyRequest, reply: FastifyReply): boolean {
     return ResponseHeaders.#set(this.#sets[this.#kind(request.url)], request, reply);
   }
+
+  /**
+   * The fixed head lines of an answer written straight to the socket, where Fastify has no reply to
+   * set them on (an error before there is a request, a CONNECT): its request id and security headers.
+   */
+  socketHead(id: string): string {
+    return `x-request-id: ${id}\r\n${SOCKET_SECURITY_LINES}`;
+  }
+
+  /**
+   * A request's id: the client's `X-Request-Id` when it is a safe token (so a trace can cross
+   * services), otherwise a new UUID. Given to Fastify as `genReqId`.
+   */
+  requestId(request: IncomingMessage): string {
+    const incoming = request.headers['x-request-id'];
+    return typeof incoming === 'string' && ACCEPTED_ID.test(incoming) ? incoming : randomUUID();
+  }
 }
 
 /** The security headers of an answer written straight to the socket, as HTTP lines, worked out once. */
@@ -181,24 +200,8 @@ const SOCKET_SECURITY_LINES = Object.entries({ ...API_SECURITY, vary: 'Origin' }
   .map(([name, value]) => `${name}: ${value}\r\n`)
   .join('');
 
-/**
- * The fixed head lines of an answer written straight to the socket, where Fastify has no reply to
- * set them on (an error before there is a request, a CONNECT): its request id and security headers.
- */
-export function socketAnswerHead(id: string): string {
-  return `x-request-id: ${id}\r\n${SOCKET_SECURITY_LINES}`;
-}
-
+/** The request ids taken as a client sends them. */
 const ACCEPTED_ID = /^[A-Za-z0-9._:-]{1,128}$/;
-
-/**
- * The request's id: the client's `X-Request-Id` when it is a safe token (so a trace can
- * cross services), otherwise a new UUID. Given to Fastify as `genReqId`.
- */
-export function requestId(request: IncomingMessage): string {
-  const incoming = request.headers['x-request-id'];
-  return typeof incoming === 'string' && ACCEPTED_ID.test(incoming) ? incoming : randomUUID();
-}
 
 /**
  * Sets every response's fixed headers in the first of its request hooks: each route's from a hook

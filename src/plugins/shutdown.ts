@@ -1,6 +1,6 @@
 import type { Socket } from 'node:net';
 import fp from 'fastify-plugin';
-import type { RequestLog } from './request-log.js';
+import type { RequestLog } from '../logging/request-log.js';
 
 declare module 'fastify' {
   interface FastifyInstance {

@@ -1,9 +1,10 @@
 import { Ajv, type ErrorObject, type Options } from 'ajv';
 import ajvErrors from 'ajv-errors';
-import type { FastifyRequest, FastifySchemaCompiler } from 'fastify';
+import type { FastifySchemaCompiler } from 'fastify';
 import fp from 'fastify-plugin';
-import { type ErrorDetail, GIVEN_ONCE } from '../errors.js';
+import { GIVEN_ONCE } from '../errors.js';
 import { compileOnFirstUse } from '../lib/compile-on-first-use.js';
+import { pointerSegments } from '../lib/json-pointer.js';
 import { FORMATS } from '../schemas.js';
 
 /**
@@ -92,55 +93,3 @@ export const validationPlugin = fp(
   },
   { name: 'validation' },
 );
-
-type Part = 'body' | 'querystring' | 'params' | 'headers';
-
-/** JSON Pointer (`/a/b~1c`) to its unescaped segments. */
-function pointerSegments(pointer: string): string[] {
-  if (pointer === '') return [];
-  return pointer
-    .slice(1)
-    .split('/')
-    .map((s) => s.replaceAll('~1', '/').replaceAll('~0', '~'));
-}
-
-function valueAt(root: unknown, segments: readonly string[]): unknown {
-  let node = root;
-  for (const segment of segments) {
-    if (node === null || typeof node !== 'object' || !Object.hasOwn(node, segment)) return null;
-    node = (node as Record<string, unknown>)[segment];
-  }
-  return node === undefined ? null : node;
-}
-
-/** Where an Ajv error points, and the message the client gets for it. */
-function locate(error: ErrorObject): { segments: string[]; message: string } {
-  const segments = pointerSegments(error.instancePath);
-  switch (error.keyword) {
-    case 'required':
-      return { segments: [...segments, String(error.params.missingProperty)], message: 'is required' };
-    case 'additionalProperties':
-      return { segments: [...segments, String(error.params.additionalProperty)], message: 'is not allowed' };
-    default:
-      return { segments, message: error.message ?? 'is not valid' };
-  }
-}
-
-/**
- * One detail per invalid field, in the order Ajv reports them (keys that are not allowed first,
- * then the properties in schema order): the field's name (dotted when nested,
- * `body` for the body as a whole), the message, and the value as the client sent it.
- */
-export function validationDetails(errors: readonly ErrorObject[], part: Part, request: FastifyRequest): ErrorDetail[] {
-  const source: unknown = part === 'querystring' ? request.query : request[part];
-  const details: ErrorDetail[] = [];
-  const seen = new Set<string>();
-  for (const error of errors) {
-    const { segments, message } = locate(error);
-    const field = segments.length === 0 ? (part === 'body' ? 'body' : part) : segments.join('.');
-    if (seen.has(field)) continue;
-    seen.add(field);
-    details.push({ field, message, value: segments.length === 0 ? (source ?? null) : valueAt(source, segments) });
-  }
-  return details;
-}

@@ -3,9 +3,7 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
 import { type ApiError, apiError, GIVEN_ONCE, validationError } from '../errors.js';
 import { type ApiPathTest, apiBase } from '../lib/api-path.js';
-
-/** The one version of the API there is: what `API-Version` says and what clients may ask for. */
-export const API_VERSION = '1';
+import { API_VERSION } from '../version.js';
 
 /** Values of the `version` query parameter that name the current version. */
 const VERSION_VALUES = new Set([API_VERSION, `v${API_VERSION}`]);

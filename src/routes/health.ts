@@ -1,7 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
 import { apiError, errorResponses } from '../errors.js';
-import type { StoreHealth } from '../stores/health.js';
+import type { StoreHealth } from '../stores/availability.js';
 
 export interface HealthRoutesOptions {
   stores: StoreHealth;

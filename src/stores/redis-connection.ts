@@ -1,6 +1,6 @@
 import type { FastifyBaseLogger } from 'fastify';
 import { Redis, ReplyError } from 'ioredis';
-import { type StoreHealth, StoreUnavailableError } from './health.js';
+import { type StoreHealth, StoreUnavailableError } from './availability.js';
 
 /** The longest pause between two attempts to reconnect: how long recovery may lag behind Redis. */
 const MAX_RECONNECT_DELAY_MS = 1000;

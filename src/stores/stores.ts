@@ -1,7 +1,7 @@
 import type { FastifyBaseLogger } from 'fastify';
 import type { Config } from '../config.js';
-import { ALWAYS_AVAILABLE, type StoreHealth } from './health.js';
-import { MemoryProfileStore } from './memory.js';
+import { ALWAYS_AVAILABLE, type StoreHealth } from './availability.js';
+import { MemoryProfileStore } from './memory-profile.js';
 import { MemoryRateLimitStore } from './memory-rate-limit.js';
 import type { ProfileStore } from './profile.js';
 import type { RateLimitStore } from './rate-limit.js';

@@ -3,7 +3,7 @@ import { after, before, describe, it } from 'node:test';
 import type { FastifyInstance } from 'fastify';
 import { buildApp } from '../../src/app.js';
 import { ApiError } from '../../src/errors.js';
-import { StoreUnavailableError } from '../../src/stores/health.js';
+import { StoreUnavailableError } from '../../src/stores/availability.js';
 import {
   assertEnvelope,
   type Client,

@@ -4,7 +4,7 @@ import { setImmediate as nextTurn, setTimeout as sleep } from 'node:timers/promi
 import fc from 'fast-check';
 import type { Profile } from '../../src/domain/profile.js';
 import { MAX_WRITE_ATTEMPTS } from '../../src/routes/profile.js';
-import { MemoryProfileStore } from '../../src/stores/memory.js';
+import { MemoryProfileStore } from '../../src/stores/memory-profile.js';
 import type { ProfileSnapshot, ProfileStore } from '../../src/stores/profile.js';
 import { assertEnvelope, type Client, type TestResponse, transports } from '../helpers.js';
 

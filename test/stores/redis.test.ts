@@ -4,7 +4,7 @@ import { after, before, beforeEach, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { pino } from 'pino';
 import { EMPTY_PROFILE } from '../../src/domain/profile.js';
-import { StoreUnavailableError } from '../../src/stores/health.js';
+import { StoreUnavailableError } from '../../src/stores/availability.js';
 import { RedisConnection } from '../../src/stores/redis-connection.js';
 import { RedisProfileStore } from '../../src/stores/redis-profile.js';
 import { RedisRateLimitStore } from '../../src/stores/redis-rate-limit.js';

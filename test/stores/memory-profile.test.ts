@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { EMPTY_PROFILE } from '../../src/domain/profile.js';
-import { MemoryProfileStore } from '../../src/stores/memory.js';
+import { MemoryProfileStore } from '../../src/stores/memory-profile.js';
 import { ADA, profileStoreContract } from './profile-store-contract.js';
 
 describe('MemoryProfileStore', () => {
