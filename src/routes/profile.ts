@@ -1,33 +1,22 @@
-import { setTimeout as sleep } from 'node:timers/promises';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { FastifyReply } from 'fastify';
 import { Type } from 'typebox';
 import {
   entityTag,
-  evaluatePreconditions,
   mergeProfile,
-  type PreconditionOutcome,
   type Preconditions,
   type Profile,
   type ProfileFields,
   replaceProfile,
 } from '../domain/profile.js';
-import { apiError, errorResponses } from '../errors.js';
+import { errorResponses } from '../errors.js';
 import { VISIBLE_LINE } from '../schemas.js';
-import type { ProfileSnapshot, ProfileStore } from '../stores/profile.js';
+import { readProfile, writeProfile } from '../services/profile.js';
+import type { ProfileStore } from '../stores/profile.js';
 
 const NAME_MAX = 100;
 const EMAIL_MAX = 254;
 const BIO_MAX = 1000;
-
-/**
- * How often a write that keeps losing races to other writes is tried, in all, before a 503,
- * and the longest pause between two tries. 50 writers racing through a store with 5 ms
- * between read and write need at most about 14 tries; 20 tries give up after 1.6 s on
- * average, 3.3 s at most.
- */
-export const MAX_WRITE_ATTEMPTS = 20;
-const MAX_PAUSE_MS = 250;
 
 // Patterns of \u escapes rather than Unicode properties, which need the `u` flag that not every
 // OpenAPI tool gives a pattern. Controls (C0, DEL, C1: NUL, ESC, ...) are typed by no one, and bidi
@@ -116,45 +105,14 @@ const NOT_MODIFIED = {
   headers: ETAG_HEADER,
 } as const;
 
+/** The conditions a request sets on the profile's version. */
+function preconditionsOf(headers: { 'if-match'?: string; 'if-none-match'?: string }): Preconditions {
+  return { ifMatch: headers['if-match'], ifNoneMatch: headers['if-none-match'] };
+}
+
 /** Every profile response carries its version's tag; caches must ask again before reusing it. */
 function versionHeaders(reply: FastifyReply, version: number): FastifyReply {
   return reply.header('etag', entityTag(version)).header('cache-control', 'no-cache');
-}
-
-function preconditionFailed(outcome: Exclude<PreconditionOutcome, 'proceed'>) {
-  return apiError(
-    412,
-    outcome === 'if-match-failed'
-      ? 'If-Match does not match the current ETag of the profile.'
-      : 'If-None-Match matches the current ETag of the profile.',
-  );
-}
-
-/**
- * Applies `change` to the current profile and stores the result if nobody wrote in between.
- * When another write came first, the preconditions are checked again against that write:
- * an If-Match naming the old version then fails with 412, while an unconditional write (or
- * `If-Match: *`) is applied again on top of it, so no write is ever lost.
- */
-async function write(
-  store: ProfileStore,
-  preconditions: Preconditions,
-  change: (current: Profile) => Profile,
-): Promise<ProfileSnapshot> {
-  for (let attempt = 1; ; attempt++) {
-    const current = await store.get();
-    const outcome = evaluatePreconditions(preconditions, current.version);
-    if (outcome !== 'proceed') throw preconditionFailed(outcome);
-    const stored = await store.compareAndSet(current.version, change(current.profile));
-    if (stored !== null) return stored;
-    if (attempt === MAX_WRITE_ATTEMPTS) {
-      throw apiError(503, 'The profile is being changed by too many requests at once; try again.', [], {
-        'retry-after': '1',
-      });
-    }
-    // A random pause that grows with each attempt ("full jitter") spreads racing writers apart.
-    await sleep(Math.random() * Math.min(2 ** attempt, MAX_PAUSE_MS));
-  }
 }
 
 const WRITES = [
@@ -205,19 +163,13 @@ export const profileRoutes: FastifyPluginAsyncTypebox<ProfileRoutesOptions> = as
       },
     },
     async (request, reply) => {
-      const current = await store.get();
-      const outcome = evaluatePreconditions(
-        { ifMatch: request.headers['if-match'], ifNoneMatch: request.headers['if-none-match'] },
-        current.version,
-      );
-      // A safe method whose If-None-Match names the current tag: the client's copy is current.
-      if (outcome === 'if-none-match-failed') return versionHeaders(reply, current.version).code(304).send();
-      if (outcome !== 'proceed') throw preconditionFailed(outcome);
-      return versionHeaders(reply, current.version).send(current.profile);
+      const { current, notModified } = await readProfile(store, preconditionsOf(request.headers));
+      const answer = versionHeaders(reply, current.version);
+      return notModified ? answer.code(304).send() : answer.send(current.profile);
     },
   );
 
-  for (const { method, operationId, summary, description, consumes, change } of WRITES) {
+  for (const { method, operationId, summary, description, consumes, change: apply } of WRITES) {
     app.route({
       method,
       url: '/api/profile',
@@ -232,8 +184,8 @@ export const profileRoutes: FastifyPluginAsyncTypebox<ProfileRoutesOptions> = as
         response: { 200: ProfileBody, ...errorResponses(400, 412, 413, 415, 503) },
       },
       handler: async (request, reply) => {
-        const preconditions = { ifMatch: request.headers['if-match'], ifNoneMatch: request.headers['if-none-match'] };
-        const stored = await write(store, preconditions, (current) => change(current, request.body));
+        const change = (current: Profile) => apply(current, request.body);
+        const stored = await writeProfile(store, preconditionsOf(request.headers), change);
         return versionHeaders(reply, stored.version).send(stored.profile);
       },
     });

@@ -3,7 +3,7 @@ import { after, afterEach, before, beforeEach, describe, it } from 'node:test';
 import { setImmediate as nextTurn, setTimeout as sleep } from 'node:timers/promises';
 import fc from 'fast-check';
 import type { Profile } from '../../src/domain/profile.js';
-import { MAX_WRITE_ATTEMPTS } from '../../src/routes/profile.js';
+import { MAX_WRITE_ATTEMPTS } from '../../src/services/profile.js';
 import { MemoryProfileStore } from '../../src/stores/memory-profile.js';
 import type { ProfileSnapshot, ProfileStore } from '../../src/stores/profile.js';
 import { assertEnvelope, type Client, type TestResponse, transports } from '../helpers.js';
