@@ -13,7 +13,7 @@ export const ErrorDetail = Type.Object(
 );
 export type ErrorDetail = Static<typeof ErrorDetail>;
 
-/** The error envelope of part 7.1 of the specification, returned by every non-2xx/3xx response. */
+/** The error envelope of docs/interface-spec.md, 7.1, returned by every non-2xx/3xx response. */
 export const ErrorEnvelope = Type.Object(
   {
     error: Type.Object(

@@ -40,7 +40,7 @@ export function currencyCode(description: string, example: string) {
 }
 
 /*
- * The query parameters of a collection (spec 4.7), built from its definition in
+ * The query parameters of a collection (docs/interface-spec.md, 4.7), built from its definition in
  * src/domain/collection.ts: the names of its fields become the patterns of `sort` and
  * `fields`, its filterable fields become parameters. Every parameter is checked here, all at
  * once; the collection itself then judges only what a schema cannot (cursors, mixed styles).

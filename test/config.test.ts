@@ -210,7 +210,7 @@ describe('loadConfig', () => {
       { REDIS_URL: value },
       'invalid REDIS_URL: must be a URL such as redis://host:6379 or rediss://user:password@host:6380/0',
     ]),
-    // Each of these used to reach ioredis: SELECT NaN (a crash), a URIError, or database 0 in silence.
+    // Unchecked, ioredis would read each of these as SELECT NaN (a crash), a URIError, or database 0 in silence.
     ...(
       [
         ['redis://127.0.0.1:6379/abc', 'its database, the path, must be an integer from 0 to 2147483647'],

@@ -3,7 +3,7 @@ import { Decimal } from '../lib/decimal.js';
 import { signToken, verifyToken } from '../lib/signed-token.js';
 
 /**
- * Listing a collection as spec 4.7 describes it, written once for any collection: filtering,
+ * Listing a collection as docs/interface-spec.md, 4.7, describes it, written once for any collection: filtering,
  * search, sorting, field selection, and offset or cursor pagination. Free of HTTP: a query
  * takes the request's parameters once they have passed the schema that `collectionQuery`
  * (src/schemas.ts) builds from the same definition, and gives back the page, or the problems
@@ -46,7 +46,7 @@ export interface CollectionDefinition<Item extends { readonly [K in keyof Item]:
   readonly key: keyof Item & string;
 }
 
-/** The query parameters of spec 4.7, as the collection's query schema has validated them. */
+/** The query parameters of docs/interface-spec.md, 4.7, as the collection's query schema has validated them. */
 export interface CollectionParams {
   readonly page?: number | undefined;
   readonly per_page?: number | undefined;

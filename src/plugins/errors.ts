@@ -27,7 +27,7 @@ declare module 'fastify' {
 
 /**
  * Errors are shaped here and only here: whatever was thrown, by our code, a plugin or
- * Fastify, the client gets the envelope of spec 7.1 with the request's id.
+ * Fastify, the client gets the envelope of docs/interface-spec.md, 7.1, with the request's id.
  */
 
 function notFound(request: FastifyRequest): ApiError {
@@ -109,7 +109,7 @@ function toApiError(error: FastifyError | ApiError, request: FastifyRequest): Ap
   if (framework !== undefined) return framework(error, request);
   const status = error.statusCode;
   if (typeof status === 'number' && status >= 400 && status < 500) {
-    // Spec 7.2 rule 2: an error that carries no code is INTERNAL_ERROR, whatever its status. An HTTP
+    // docs/interface-spec.md, 7.2, rule 2: an error that carries no code is INTERNAL_ERROR, whatever its status. An HTTP
     // error (http-errors, marked by its `expose` flag) is named by its status: it is how the
     // documentation's static files report a failed If-Match (412) or an unsatisfiable Range (416).
     return typeof error.code === 'string' || isHttpError(error)

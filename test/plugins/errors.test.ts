@@ -150,7 +150,7 @@ describe('errors thrown by routes', () => {
     });
   }
 
-  it('gives an error that carries a status but no code the code INTERNAL_ERROR (spec 7.2 rule 2)', async () => {
+  it('gives an error that carries a status but no code the code INTERNAL_ERROR (docs/interface-spec.md, 7.2, rule 2)', async () => {
     const error = assertEnvelope(await get('/boom/no-code'), 418, 'INTERNAL_ERROR');
     assert.equal(error.message, 'Teapot trouble');
   });
