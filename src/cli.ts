@@ -1,4 +1,4 @@
-import { type Config, DEFAULT_CONFIG, SOURCES } from './config.js';
+import { type Config, SETTINGS } from './config.js';
 import { VERSION } from './version.js';
 
 const NAME = 'greeting-service';
@@ -9,14 +9,13 @@ function shownDefault(value: Config[keyof Config]): string {
 }
 
 /**
- * `--help`: every setting of SOURCES, its flag and its default, generated from SOURCES and
- * DEFAULT_CONFIG so that it never lists a setting the service does not read, nor misses one.
+ * `--help`: every setting, its flag and its default, generated from SETTINGS so that it never
+ * lists a setting the service does not read, nor misses one.
  */
 export function helpText(): string {
-  const rows = (Object.keys(SOURCES) as (keyof Config)[]).map((key) => {
-    const { env, flag, secret, help } = SOURCES[key];
+  const rows = Object.values(SETTINGS).map(({ env, flag, secret, help, default: value }) => {
     const name = flag === undefined ? env : `${env}, --${flag}`;
-    const shown = secret ? '' : ` (default: ${shownDefault(DEFAULT_CONFIG[key])})`;
+    const shown = secret ? '' : ` (default: ${shownDefault(value)})`;
     return [name, `${help}${shown}`] as const;
   });
   // TZ is read by Node itself, not by the configuration, but sets the zone of the local timestamps.

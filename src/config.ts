@@ -1,84 +1,15 @@
 import { randomBytes } from 'node:crypto';
 import { type ParseArgsConfig, parseArgs } from 'node:util';
 
-/** Everything the service reads from its environment, parsed and validated once at start-up. */
-export interface Config {
-  port: number;
-  host: string;
-  /** `/` or a path without a trailing slash, e.g. `/svc`; every route lives under it. */
-  contextPath: string;
-  logLevel: LogLevel;
-  /** Largest accepted request body, in bytes. */
-  bodyLimit: number;
-  /** How long in-flight requests may run after SIGTERM/SIGINT before the process gives up on them. */
-  shutdownTimeoutMs: number;
-  /** Key of the HMAC that signs pagination cursors: instances that share it accept each other's cursors. */
-  cursorSecret: string;
-  /** Requests a client may make to `/api` routes per window; 0 turns rate limiting off. */
-  rateLimitMax: number;
-  /** Length of a client's rate-limit window, in milliseconds, from its first request in it. */
-  rateLimitWindowMs: number;
-  /** Whether `X-Forwarded-For` gives the client address: only behind a proxy that sets it. */
-  trustProxy: boolean;
-  /**
-   * Origins whose browser scripts may call the API: `*` for any, or exact origins
-   * (`https://app.example`). Never with credentials.
-   */
-  corsOrigins: '*' | readonly string[];
-  /** How long a client may take to send a request's headers, in milliseconds. */
-  headersTimeoutMs: number;
-  /** How long a client may take to send a whole request, headers and body, in milliseconds. */
-  requestTimeoutMs: number;
-  /** How long a kept-alive connection may stay idle between requests before it is closed, in milliseconds. */
-  keepAliveTimeoutMs: number;
-  /** Whether `GET /metrics` serves Prometheus metrics, and requests are counted for it. */
-  metricsEnabled: boolean;
-  /**
-   * `redis://` or `rediss://` URL of the Redis that holds the profile and the rate-limit counters,
-   * shared by every instance; null keeps both in this process's memory.
-   */
-  redisUrl: string | null;
-  /** How long any one Redis command, or connecting to Redis, may take before it fails, in milliseconds. */
-  redisTimeoutMs: number;
+/** A configuration value that cannot be used; its message is the one line printed before exit 1. */
+export class ConfigError extends Error {
+  override name = 'ConfigError';
 }
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 export type LogLevel = (typeof LOG_LEVELS)[number];
 
-export const DEFAULT_CONFIG: Readonly<Config> = {
-  port: 8080,
-  host: '0.0.0.0',
-  contextPath: '/',
-  logLevel: 'info',
-  bodyLimit: 1024 * 1024,
-  shutdownTimeoutMs: 10_000,
-  // A fresh key per process: cursors work with the instance that issued them, until it restarts.
-  cursorSecret: randomBytes(32).toString('base64url'),
-  rateLimitMax: 1000,
-  rateLimitWindowMs: 60_000,
-  trustProxy: false,
-  // A public API without credentials: any page may call it.
-  corsOrigins: '*',
-  // A client on a poor network sends its headers in well under a second; 10 s leaves room for
-  // one that struggles while not holding a connection for long. 30 s reads the default 1 MiB
-  // body at a mere 35 KB/s.
-  headersTimeoutMs: 10_000,
-  requestTimeoutMs: 30_000,
-  // Longer than the 60 s idle timeout of common load balancers, so that the service never closes a
-  // kept-alive connection just as the balancer sends a request on it (Fastify's own default).
-  keepAliveTimeoutMs: 72_000,
-  metricsEnabled: true,
-  redisUrl: null,
-  // A Redis on the same network answers in about a millisecond; half a second is a Redis in trouble.
-  redisTimeoutMs: 500,
-};
-
 const MIN_SECRET_LENGTH = 32;
-
-/** A configuration value that cannot be used; its message is the one line printed before exit 1. */
-export class ConfigError extends Error {
-  override name = 'ConfigError';
-}
 
 type Parse<T> = (raw: string) => T;
 
@@ -157,90 +88,184 @@ function redisUrl(raw: string): string {
   return raw;
 }
 
-const parsers: { [K in keyof Config]: Parse<Config[K]> } = {
-  port: integer(0, 65535),
-  host: (raw) => {
-    if (/\s/.test(raw)) throw new Error('must be a host name or IP address');
-    return raw;
-  },
-  contextPath: (raw) => {
-    // Path segments of RFC 3986 characters but for * and :, which Fastify reads as a wildcard and
-    // a parameter; "/svc/" is read as "/svc".
-    if (!/^\/(?:[A-Za-z0-9._~!$&'()+,;=@-]+\/?)*$/.test(raw) || raw.includes('//')) {
-      throw new Error('must be "/" or a path such as "/svc"');
-    }
-    return raw.length > 1 && raw.endsWith('/') ? raw.slice(0, -1) : raw;
-  },
-  logLevel: (raw) => {
-    const level = LOG_LEVELS.find((l) => l === raw);
-    if (level === undefined) throw new Error(`must be one of ${LOG_LEVELS.join(', ')}`);
-    return level;
-  },
-  bodyLimit: integer(1, 2 ** 31 - 1),
-  shutdownTimeoutMs: integer(0, 2 ** 31 - 1),
-  cursorSecret: (raw) => {
-    if (raw.length < MIN_SECRET_LENGTH) throw new Error(`must be at least ${MIN_SECRET_LENGTH} characters`);
-    return raw;
-  },
-  rateLimitMax: integer(0, 2 ** 31 - 1),
-  rateLimitWindowMs: integer(1, 2 ** 31 - 1),
-  trustProxy: boolean,
-  corsOrigins: (raw) => {
-    if (raw.trim() === '*') return '*';
-    const origins = raw.split(',').map((origin) => origin.trim());
-    // Origins are compared exactly, as browsers send them: https://App.example would never match.
-    if (!origins.every(isOrigin)) {
-      throw new Error('must be * or a comma-separated list of origins such as https://app.example');
-    }
-    return origins;
-  },
-  headersTimeoutMs: integer(1, 2 ** 31 - 1),
-  requestTimeoutMs: integer(1, 2 ** 31 - 1),
-  keepAliveTimeoutMs: integer(1, 2 ** 31 - 1),
-  metricsEnabled: boolean,
-  redisUrl,
-  redisTimeoutMs: integer(1, 60_000),
-};
-
 /**
- * Where each setting comes from: its environment variable, and its command-line flag if it has
- * one, with what `--help` says of it. A secret's value is never repeated in an error message,
+ * One setting: where it comes from (its environment variable, and its command-line flag if it has
+ * one), what `--help` says of it, its default and how its text is read (throwing an Error whose
+ * message says what the value must be). A secret's value is never repeated in an error message,
  * and its default is not shown.
  */
-export const SOURCES: { [K in keyof Config]: { env: string; flag?: string; secret?: true; help: string } } = {
-  port: { env: 'PORT', flag: 'port', help: 'TCP port, 0 to 65535 (0 picks a free one)' },
-  host: { env: 'HOST', flag: 'host', help: 'interface to listen on' },
-  contextPath: { env: 'CONTEXT_PATH', help: 'prefix for every route: /svc serves /svc/api/hello, /svc/healthz, ...' },
-  logLevel: { env: 'LOG_LEVEL', help: LOG_LEVELS.join(', ') },
-  bodyLimit: { env: 'BODY_LIMIT', help: 'largest request body, in bytes' },
-  shutdownTimeoutMs: {
+interface Setting<T> {
+  env: string;
+  flag?: string;
+  secret?: true;
+  help: string;
+  default: T;
+  parse: (raw: string) => T;
+}
+
+function setting<T>(definition: Setting<T>): Setting<T> {
+  return definition;
+}
+
+/** Every setting the service reads, parsed and validated once at start-up: the one list to add one to. */
+export const SETTINGS = {
+  port: setting({
+    env: 'PORT',
+    flag: 'port',
+    help: 'TCP port, 0 to 65535 (0 picks a free one)',
+    default: 8080,
+    parse: integer(0, 65535),
+  }),
+  host: setting({
+    env: 'HOST',
+    flag: 'host',
+    help: 'interface to listen on',
+    default: '0.0.0.0',
+    parse: (raw) => {
+      if (/\s/.test(raw)) throw new Error('must be a host name or IP address');
+      return raw;
+    },
+  }),
+  /** `/` or a path without a trailing slash, e.g. `/svc`; every route lives under it. */
+  contextPath: setting({
+    env: 'CONTEXT_PATH',
+    help: 'prefix for every route: /svc serves /svc/api/hello, /svc/healthz, ...',
+    default: '/',
+    parse: (raw) => {
+      // Path segments of RFC 3986 characters but for * and :, which Fastify reads as a wildcard and
+      // a parameter; "/svc/" is read as "/svc".
+      if (!/^\/(?:[A-Za-z0-9._~!$&'()+,;=@-]+\/?)*$/.test(raw) || raw.includes('//')) {
+        throw new Error('must be "/" or a path such as "/svc"');
+      }
+      return raw.length > 1 && raw.endsWith('/') ? raw.slice(0, -1) : raw;
+    },
+  }),
+  logLevel: setting<LogLevel>({
+    env: 'LOG_LEVEL',
+    help: LOG_LEVELS.join(', '),
+    default: 'info',
+    parse: (raw) => {
+      const level = LOG_LEVELS.find((l) => l === raw);
+      if (level === undefined) throw new Error(`must be one of ${LOG_LEVELS.join(', ')}`);
+      return level;
+    },
+  }),
+  bodyLimit: setting({
+    env: 'BODY_LIMIT',
+    help: 'largest request body, in bytes',
+    default: 1024 * 1024,
+    parse: integer(1, 2 ** 31 - 1),
+  }),
+  shutdownTimeoutMs: setting({
     env: 'SHUTDOWN_TIMEOUT_MS',
     help: 'how long in-flight requests may take to finish after SIGTERM/SIGINT',
-  },
-  cursorSecret: {
+    default: 10_000,
+    parse: integer(0, 2 ** 31 - 1),
+  }),
+  /** Key of the HMAC that signs pagination cursors: instances that share it accept each other's cursors. */
+  cursorSecret: setting({
     env: 'CURSOR_SECRET',
     secret: true,
     help: `key that signs pagination cursors, at least ${MIN_SECRET_LENGTH} characters; random per process if unset`,
-  },
-  rateLimitMax: { env: 'RATE_LIMIT_MAX', help: 'requests a client may make to /api per window; 0 turns it off' },
-  rateLimitWindowMs: { env: 'RATE_LIMIT_WINDOW_MS', help: "length of a client's rate-limit window, in milliseconds" },
-  trustProxy: { env: 'TRUST_PROXY', help: 'true/1: the client address is taken from X-Forwarded-For' },
-  corsOrigins: { env: 'CORS_ORIGINS', help: 'origins whose pages may call the API: * or a comma-separated list' },
-  headersTimeoutMs: { env: 'HEADERS_TIMEOUT_MS', help: "time a client has to send a request's headers, in ms" },
-  requestTimeoutMs: { env: 'REQUEST_TIMEOUT_MS', help: 'time a client has to send a whole request, in ms' },
-  keepAliveTimeoutMs: {
+    // A fresh key per process: cursors work with the instance that issued them, until it restarts.
+    default: randomBytes(32).toString('base64url'),
+    parse: (raw) => {
+      if (raw.length < MIN_SECRET_LENGTH) throw new Error(`must be at least ${MIN_SECRET_LENGTH} characters`);
+      return raw;
+    },
+  }),
+  rateLimitMax: setting({
+    env: 'RATE_LIMIT_MAX',
+    help: 'requests a client may make to /api per window; 0 turns it off',
+    default: 1000,
+    parse: integer(0, 2 ** 31 - 1),
+  }),
+  /** From a client's first request in the window. */
+  rateLimitWindowMs: setting({
+    env: 'RATE_LIMIT_WINDOW_MS',
+    help: "length of a client's rate-limit window, in milliseconds",
+    default: 60_000,
+    parse: integer(1, 2 ** 31 - 1),
+  }),
+  /** Only behind a proxy that sets X-Forwarded-For. */
+  trustProxy: setting({
+    env: 'TRUST_PROXY',
+    help: 'true/1: the client address is taken from X-Forwarded-For',
+    default: false,
+    parse: boolean,
+  }),
+  /** `*` for any origin, or exact origins (`https://app.example`); never with credentials. */
+  corsOrigins: setting<'*' | readonly string[]>({
+    env: 'CORS_ORIGINS',
+    help: 'origins whose pages may call the API: * or a comma-separated list',
+    // A public API without credentials: any page may call it.
+    default: '*',
+    parse: (raw) => {
+      if (raw.trim() === '*') return '*';
+      const origins = raw.split(',').map((origin) => origin.trim());
+      // Origins are compared exactly, as browsers send them: https://App.example would never match.
+      if (!origins.every(isOrigin)) {
+        throw new Error('must be * or a comma-separated list of origins such as https://app.example');
+      }
+      return origins;
+    },
+  }),
+  headersTimeoutMs: setting({
+    env: 'HEADERS_TIMEOUT_MS',
+    help: "time a client has to send a request's headers, in ms",
+    // A client on a poor network sends its headers in well under a second; 10 s leaves room for
+    // one that struggles while not holding a connection for long.
+    default: 10_000,
+    parse: integer(1, 2 ** 31 - 1),
+  }),
+  requestTimeoutMs: setting({
+    env: 'REQUEST_TIMEOUT_MS',
+    help: 'time a client has to send a whole request, in ms',
+    // Reads the default 1 MiB body at a mere 35 KB/s.
+    default: 30_000,
+    parse: integer(1, 2 ** 31 - 1),
+  }),
+  keepAliveTimeoutMs: setting({
     env: 'KEEP_ALIVE_TIMEOUT_MS',
     help: "how long an idle kept-alive connection stays open, in ms; above the load balancer's idle timeout",
-  },
-  metricsEnabled: { env: 'METRICS_ENABLED', help: 'false/0: no GET /metrics, and no request is counted' },
-  // A secret: the URL may carry a password.
-  redisUrl: {
+    // Longer than the 60 s idle timeout of common load balancers, so that the service never closes a
+    // kept-alive connection just as the balancer sends a request on it (Fastify's own default).
+    default: 72_000,
+    parse: integer(1, 2 ** 31 - 1),
+  }),
+  metricsEnabled: setting({
+    env: 'METRICS_ENABLED',
+    help: 'false/0: no GET /metrics, and no request is counted',
+    default: true,
+    parse: boolean,
+  }),
+  /** Shared by every instance; null keeps the profile and the counters in this process's memory. */
+  redisUrl: setting<string | null>({
     env: 'REDIS_URL',
+    // A secret: the URL may carry a password.
     secret: true,
     help: 'redis:// or rediss:// URL: the profile and rate-limit counters live there, shared by every instance; unset: in memory',
-  },
-  redisTimeoutMs: { env: 'REDIS_TIMEOUT_MS', help: 'how long one Redis command may take before it fails, in ms' },
+    default: null,
+    parse: redisUrl,
+  }),
+  /** Connecting to Redis included. */
+  redisTimeoutMs: setting({
+    env: 'REDIS_TIMEOUT_MS',
+    help: 'how long one Redis command may take before it fails, in ms',
+    // A Redis on the same network answers in about a millisecond; half a second is a Redis in trouble.
+    default: 500,
+    parse: integer(1, 60_000),
+  }),
 };
+
+type Settings = typeof SETTINGS;
+
+/** Everything the service reads from its environment: one value per setting of SETTINGS. */
+export type Config = { -readonly [K in keyof Settings]: Settings[K]['default'] };
+
+export const DEFAULT_CONFIG: Readonly<Config> = Object.fromEntries(
+  Object.entries(SETTINGS).map(([key, { default: value }]) => [key, value]),
+) as unknown as Config;
 
 /** What the command line asks for: help, the version, or a start with these flags' values. */
 export interface CommandLine {
@@ -255,7 +280,7 @@ const OPTIONS = {
   help: { type: 'boolean', short: 'h' },
   version: { type: 'boolean' },
   ...Object.fromEntries(
-    Object.values(SOURCES).flatMap(({ flag }) => (flag === undefined ? [] : [[flag, { type: 'string' }]])),
+    Object.values(SETTINGS).flatMap(({ flag }) => (flag === undefined ? [] : [[flag, { type: 'string' }]])),
   ),
 } as const satisfies ParseArgsConfig['options'];
 
@@ -276,7 +301,7 @@ export function parseCommandLine(argv: readonly string[]): CommandLine {
 
 /** A setting as the user gave it: `--port` if it came from its flag, else `PORT`. */
 function sourceName(key: keyof Config, flags: CommandLine['flags']): string {
-  const { env, flag } = SOURCES[key];
+  const { env, flag } = SETTINGS[key];
   return flag !== undefined && flags[flag] !== undefined ? `--${flag}` : env;
 }
 
@@ -290,13 +315,13 @@ export function loadConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Con
   const { flags } = parseCommandLine(argv);
 
   const config: Record<string, unknown> = { ...DEFAULT_CONFIG };
-  for (const key of Object.keys(SOURCES) as (keyof Config)[]) {
-    const { env: name, flag, secret } = SOURCES[key];
+  for (const key of Object.keys(SETTINGS) as (keyof Config)[]) {
+    const { env: name, flag, secret, parse } = SETTINGS[key];
     const fromFlag = flag === undefined ? undefined : flags[flag];
     const raw = fromFlag ?? (env[name] === '' ? undefined : env[name]);
     if (raw === undefined) continue;
     try {
-      config[key] = parsers[key](raw);
+      config[key] = parse(raw);
     } catch (error) {
       const shown = secret ? '' : ` ${JSON.stringify(raw)}`;
       throw new ConfigError(`invalid ${sourceName(key, flags)}${shown}: ${(error as Error).message}`);

@@ -5,7 +5,7 @@ import { createServer } from 'node:net';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import { request } from 'undici';
-import { SOURCES } from '../src/config.js';
+import { SETTINGS } from '../src/config.js';
 
 /**
  * The process entry, built to dist/server.js (npm run test:unit builds first), run as a real
@@ -16,7 +16,7 @@ import { SOURCES } from '../src/config.js';
 export const ROOT = fileURLToPath(new URL('..', import.meta.url));
 
 /** Every variable src/config.ts reads: a value inherited from the test's own environment must not leak in. */
-const CONFIG_VARIABLES = Object.values(SOURCES).map(({ env }) => env);
+const CONFIG_VARIABLES = Object.values(SETTINGS).map(({ env }) => env);
 
 export type LogLine = Record<string, unknown>;
 

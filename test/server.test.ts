@@ -11,7 +11,7 @@ import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 import { request } from 'undici';
-import { DEFAULT_CONFIG, SOURCES } from '../src/config.js';
+import { DEFAULT_CONFIG, SETTINGS } from '../src/config.js';
 import { VERSION } from '../src/version.js';
 import { assertEnvelope, sendTo } from './helpers.js';
 import { connectTo, type HeldRequest, holdEchoRequest, type RawResponse, ResponseReader } from './raw-http.js';
@@ -684,7 +684,7 @@ describe('server process (dist/server.js)', { concurrency: true }, () => {
         assert.deepEqual(exitOf(exit), { code: 0, signal: null }, stderr);
         assert.equal(stderr, '');
         assert.match(stdout, /^Usage: greeting-service /m);
-        for (const [key, { env, flag: name, secret }] of Object.entries(SOURCES)) {
+        for (const [key, { env, flag: name, secret }] of Object.entries(SETTINGS)) {
           const line = stdout.split('\n').find((l) => l.startsWith(`  ${env} `) || l.startsWith(`  ${env},`));
           assert.ok(line, `${env} is listed`);
           if (name !== undefined) assert.ok(line.includes(`--${name}`), `${env} names --${name}`);
