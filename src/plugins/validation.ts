@@ -2,7 +2,7 @@ import { Ajv, type ErrorObject, type Options } from 'ajv';
 import ajvErrors from 'ajv-errors';
 import type { FastifySchemaCompiler } from 'fastify';
 import fp from 'fastify-plugin';
-import { GIVEN_ONCE } from '../errors.js';
+import { type ErrorDetail, GIVEN_ONCE, validationError } from '../errors.js';
 import { compileOnFirstUse } from '../lib/compile-on-first-use.js';
 import { pointerSegments } from '../lib/json-pointer.js';
 import { FORMATS } from '../schemas.js';
@@ -87,9 +87,46 @@ function createCompiler(): FastifySchemaCompiler<ParameterSchema> {
     });
 }
 
+/** A percent-encoded query component decoded as the query string parser decodes it, or null when it is not valid UTF-8. */
+function decodeComponent(text: string): string | null {
+  try {
+    return decodeURIComponent(text.replaceAll('+', ' '));
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * The parameters of a query string whose name or value is not valid percent-encoded UTF-8
+ * (`%ZZ`, `%ED%A0%80`, a lone `%`), named as decoded when the name can be, with the value as
+ * sent. The query string parser would pass such text on undecoded.
+ */
+export function badlyEncodedParameters(query: string): ErrorDetail[] {
+  const details: ErrorDetail[] = [];
+  for (const pair of query.split('&')) {
+    if (!pair.includes('%')) continue;
+    const equals = pair.indexOf('=');
+    const name = equals === -1 ? pair : pair.slice(0, equals);
+    const value = equals === -1 ? '' : pair.slice(equals + 1);
+    const decodedName = decodeComponent(name);
+    if (decodedName === null || decodeComponent(value) === null) {
+      details.push({ field: decodedName ?? name, message: 'must be valid percent-encoded UTF-8', value });
+    }
+  }
+  return details;
+}
+
 export const validationPlugin = fp(
   async (app) => {
     app.setValidatorCompiler(createCompiler());
+    // Before the body is read, for every route: a query string that holds a percent sign is decoded
+    // once more here, so that no parameter reaches a route undecoded.
+    app.addHook('preParsing', (request, _reply, payload, done) => {
+      const start = request.url.indexOf('?');
+      if (start === -1 || request.is404 || !request.url.includes('%', start)) return done(null, payload);
+      const details = badlyEncodedParameters(request.url.slice(start + 1));
+      done(details.length > 0 ? validationError(details) : null, payload);
+    });
   },
   { name: 'validation' },
 );

@@ -79,3 +79,78 @@ for (const [transport, connect] of transports) {
     });
   });
 }
+
+const BAD_ENCODING = 'must be valid percent-encoded UTF-8';
+
+for (const [transport, connect] of transports) {
+  describe(`a query string that is not valid percent-encoded UTF-8 (${transport})`, () => {
+    let client: Client;
+    before(async () => {
+      client = await connect({ rateLimitMax: 0 });
+    });
+    after(() => client.close());
+
+    const cases: [query: string, details: { field: string; message: string; value: string }[]][] = [
+      ['keyword=%ED%A0%80', [{ field: 'keyword', message: BAD_ENCODING, value: '%ED%A0%80' }]], // a lone surrogate
+      ['keyword=%ZZ', [{ field: 'keyword', message: BAD_ENCODING, value: '%ZZ' }]],
+      ['keyword=50%', [{ field: 'keyword', message: BAD_ENCODING, value: '50%' }]],
+      ['keyword=%C3', [{ field: 'keyword', message: BAD_ENCODING, value: '%C3' }]], // a truncated sequence
+      ['keyword=%C0%AF', [{ field: 'keyword', message: BAD_ENCODING, value: '%C0%AF' }]], // an overlong '/'
+      ['keyword=ok&page=%FF', [{ field: 'page', message: BAD_ENCODING, value: '%FF' }]],
+      [
+        'keyword=%ZZ&k%E9y=x',
+        [
+          { field: 'keyword', message: BAD_ENCODING, value: '%ZZ' },
+          { field: 'k%E9y', message: BAD_ENCODING, value: 'x' },
+        ],
+      ],
+      ['keyword=a&keyword=%ZZ', [{ field: 'keyword', message: BAD_ENCODING, value: '%ZZ' }]],
+    ];
+    for (const [query, details] of cases) {
+      it(`GET /api/search?${query}: 400 naming each such parameter, its value as sent`, async () => {
+        assertEnvelope(await client.send({ path: `/api/search?${query}` }), 400, 'VALIDATION_ERROR', details);
+      });
+    }
+
+    it('refuses it on every route, the version parameter and routes without a query schema included', async () => {
+      for (const path of [
+        '/api/hello?version=%ZZ',
+        '/api/hello/Ada?x=%ZZ',
+        '/healthz?x=%ZZ',
+        '/api/currencies?q=%ZZ',
+      ]) {
+        const [, query = ''] = path.split('?');
+        const [field = '', value = ''] = query.split('=');
+        assertEnvelope(await client.send({ path }), 400, 'VALIDATION_ERROR', [{ field, message: BAD_ENCODING, value }]);
+      }
+    });
+
+    it('refuses it on a POST before reading the body', async () => {
+      const res = await client.send({
+        method: 'POST',
+        path: '/api/echo?x=%ZZ',
+        headers: { 'content-type': 'text/plain' },
+        body: 'not JSON, and of a media type that is refused',
+      });
+      assertEnvelope(res, 400, 'VALIDATION_ERROR', [{ field: 'x', message: BAD_ENCODING, value: '%ZZ' }]);
+    });
+
+    it('leaves a path no route takes to its 404', async () => {
+      assertEnvelope(await client.send({ path: '/nowhere?x=%ZZ' }), 404, 'NOT_FOUND');
+    });
+
+    it('decodes every well-formed query string as before: %-escapes of any Unicode text, + as a space', async () => {
+      await fc.assert(
+        fc.asyncProperty(fc.string({ unit: 'grapheme', minLength: 1, maxLength: 20 }), async (text) => {
+          fc.pre(text.trim() !== '');
+          const res = await client.send({
+            path: `/api/search?keyword=${encodeURIComponent(text).replaceAll('%20', '+')}`,
+          });
+          if (res.status === 200) assert.equal(res.json().keyword, text);
+          else assert.notEqual(res.json().error.details[0]?.message, BAD_ENCODING, text);
+        }),
+        { numRuns: 100 },
+      );
+    });
+  });
+}
