@@ -1,8 +1,7 @@
 /**
  * Bundles the service (src/main.ts) and everything it imports into one file, dist/main.js (over
  * the file tsc wrote). Node then reads and compiles one file at start-up instead of resolving and
- * loading some 2,000 modules, which takes the time to the first answer from about 1.3 s to about
- * 0.8 s. The process entry, dist/server.js, stays as tsc wrote it: a few lines that install the
+ * loading some 2,000 modules. The process entry, dist/server.js, stays as tsc wrote it: a few lines that install the
  * signal handlers before they import this bundle. dist/app.js and the other modules stay as tsc
  * wrote them, for `import`.
  */
