@@ -1,4 +1,5 @@
 import { Decimal } from './decimal.js';
+import { writeJson } from './json-writer.js';
 
 const QUOTE = 0x22;
 const BACKSLASH = 0x5c;
@@ -61,14 +62,6 @@ export function exactJson(value: unknown): string {
   return JSON.stringify(value);
 }
 
-/** A piece of JSON text already written, queued between the values still to write. */
-class Written {
-  constructor(readonly text: string) {}
-}
-const COMMA = new Written(',');
-const CLOSE_ARRAY = new Written(']');
-const CLOSE_OBJECT = new Written('}');
-
 /**
  * JSON.stringify of plain data (what JSON.parse makes) at any depth. V8's JSON.stringify recurses,
  * and overflows the stack on values nested some thousands deep, which a body within the limit can
@@ -80,31 +73,5 @@ export function deepJson(value: unknown): string {
   } catch (error) {
     if (!(error instanceof RangeError)) throw error;
   }
-  let out = '';
-  const pending: unknown[] = [value];
-  while (pending.length > 0) {
-    const item = pending.pop();
-    if (item instanceof Written) {
-      out += item.text;
-    } else if (Array.isArray(item)) {
-      out += '[';
-      pending.push(CLOSE_ARRAY);
-      for (let i = item.length - 1; i >= 0; i--) {
-        pending.push(item[i] ?? null);
-        if (i > 0) pending.push(COMMA);
-      }
-    } else if (item !== null && typeof item === 'object') {
-      out += '{';
-      pending.push(CLOSE_OBJECT);
-      const members = Object.entries(item).filter(([, member]) => member !== undefined);
-      for (let i = members.length - 1; i >= 0; i--) {
-        const [key, member] = members[i] as [string, unknown];
-        pending.push(member, new Written(`${JSON.stringify(key)}:`));
-        if (i > 0) pending.push(COMMA);
-      }
-    } else {
-      out += JSON.stringify(item);
-    }
-  }
-  return out;
+  return writeJson(value);
 }
