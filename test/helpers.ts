@@ -70,7 +70,7 @@ export async function injectClient(overrides: Partial<Config> = {}, options: App
       const { method = 'GET', path, headers, body } = request;
       const res = await app.inject({ method: method as 'GET', url: path, headers, payload: body });
       const answer = response(res.statusCode, res.headers, res.body);
-      conformance.check(request, answer);
+      conformance.check({ ...request, injected: true }, answer);
       return answer;
     },
     close: () => app.close(),

@@ -17,6 +17,8 @@ export interface SentRequest {
   method?: string;
   path: string;
   headers?: Record<string, string>;
+  /** Sent by app.inject, which resolves the path's dot segments (`/x/../api`) before routing. */
+  injected?: boolean;
 }
 
 export interface ReceivedResponse {
@@ -65,7 +67,8 @@ export class DocumentConformance {
       if (item.servers !== undefined) context = servers[0] === '/' ? '' : (servers[0] ?? '');
       for (const server of servers) {
         const template = (server === '/' ? '' : server) + path;
-        const source = escapeRegExp(template).replace(/\\\{[^}]+\\\}/g, '[^/]+');
+        // A parameter may be empty (`/api/hello//` greets no one), as the router reads it.
+        const source = escapeRegExp(template).replace(/\\\{[^}]+\\\}/g, '[^/]*');
         for (const method of METHODS) {
           if (item[method] === undefined) continue;
           this.#routes.push({
@@ -137,10 +140,23 @@ export class DocumentConformance {
    * Which part of the document describes the answer to this request: its operation's responses, or,
    * for a path that is no operation's, the responses every operation of its kind shares.
    */
-  #responsesFor(method: string, path: string): { pointer: string; operationId: string } | 'undocumented' {
-    let candidates = [path];
+  #responsesFor(
+    method: string,
+    path: string,
+    injected: boolean,
+  ): { pointer: string; operationId: string; operation: boolean } | 'undocumented' {
+    // As the router reads it: dot segments resolved when injected, then percent-decoded.
+    let read = path;
+    if (injected) {
+      try {
+        read = new URL(`http://localhost${path}`).pathname;
+      } catch {
+        // Not a URL: read as sent.
+      }
+    }
+    let candidates = [read];
     try {
-      candidates = [path, decodeURI(path)];
+      candidates = [read, decodeURI(read)];
     } catch {
       // A badly encoded path matches as sent only.
     }
@@ -148,15 +164,21 @@ export class DocumentConformance {
     for (const candidate of candidates) {
       const matching = this.#routes.filter((route) => route.pattern.test(candidate));
       const exact = matching.find((route) => route.method === documentedMethod);
-      if (exact !== undefined) return { pointer: exact.pointer, operationId: exact.operation.operationId };
+      if (exact !== undefined) {
+        return { pointer: exact.pointer, operationId: exact.operation.operationId, operation: true };
+      }
       const other = matching[0];
-      if (other !== undefined) return { pointer: other.pointer, operationId: `${other.operation.operationId} (path)` };
+      if (other !== undefined) {
+        return { pointer: other.pointer, operationId: `${other.operation.operationId} (path)`, operation: false };
+      }
     }
-    if (path === this.#docs || path.startsWith(`${this.#docs}/`)) return 'undocumented';
+    if (candidates.some((candidate) => candidate === this.#docs || candidate.startsWith(`${this.#docs}/`))) {
+      return 'undocumented';
+    }
     const api = candidates.some((candidate) => candidate === this.apiBase || candidate.startsWith(`${this.apiBase}/`));
     const kin = this.#routes.find((route) => route.api === api);
     assert.ok(kin !== undefined);
-    return { pointer: kin.pointer, operationId: `${kin.operation.operationId} (no route)` };
+    return { pointer: kin.pointer, operationId: `${kin.operation.operationId} (no route)`, operation: false };
   }
 
   /** What the document does not say of this answer to this request; nothing when it describes it. */
@@ -164,9 +186,15 @@ export class DocumentConformance {
     const method = (request.method ?? 'GET').toLowerCase();
     // A CORS preflight is the protocol of browsers, not an operation of the API.
     if (method === 'options' && request.headers?.['access-control-request-method'] !== undefined) return [];
-    const path = request.path.split('?', 1)[0] ?? '/';
-    const found = this.#responsesFor(method, path);
+    // An absolute-form target is read by its path, as the router reads it; a fragment is no part of it.
+    const target = request.path.replace(/^[a-z][a-z0-9+.-]*:\/\/[^/?#]*/i, '').replace(/^(?!\/)/, '/');
+    const path = target.split(/[?#]/, 1)[0] || '/';
+    const found = this.#responsesFor(method, path, request.injected === true);
     if (found === 'undocumented') return [];
+    // A request for no operation (another method, an unknown path) gets the errors every operation
+    // of its kind shares; a body sent with it may first be refused as a body (413, 415), and that
+    // answer belongs to no operation.
+    if (!found.operation && this.#resolve(`${found.pointer}/${response.status}`).value === undefined) return [];
     return this.#problemsAt(found.pointer, found.operationId, method, response);
   }
 
@@ -196,7 +224,10 @@ export class DocumentConformance {
       problems.push(...this.#schemaProblems(`${headerPointer}/schema`, value, `header ${name}: ${text}`));
     }
     const content = documented.content as Record<string, Json> | undefined;
-    if (content === undefined || method === 'head') {
+    // HEAD is GET without a body, except what is answered before the request is read.
+    if (method === 'head') {
+      // Nothing to check.
+    } else if (content === undefined) {
       if (response.text !== '') problems.push('a body where none is documented');
     } else {
       const type = String(response.headers['content-type'] ?? '');
@@ -235,9 +266,12 @@ export class DocumentConformance {
 }
 
 const byDocument = new Map<string, DocumentConformance>();
+const byApp = new WeakMap<FastifyInstance, DocumentConformance>();
 
 /** The conformance check of an app's document, compiled once per distinct document. */
 export function conformanceOf(app: FastifyInstance): DocumentConformance {
+  const known = byApp.get(app);
+  if (known !== undefined) return known;
   const document = app.swagger();
   const key = JSON.stringify(document);
   let conformance = byDocument.get(key);
@@ -245,5 +279,6 @@ export function conformanceOf(app: FastifyInstance): DocumentConformance {
     conformance = new DocumentConformance(document);
     byDocument.set(key, conformance);
   }
+  byApp.set(app, conformance);
   return conformance;
 }
