@@ -330,7 +330,7 @@ function nameSchemas(document: Json): void {
     const { examples, ...rest } = node;
     if (existing === undefined) components.schemas[title] = node;
     else {
-      const { examples: existingExamples, ...existingRest } = existing;
+      const { examples: _examples, ...existingRest } = existing;
       if (JSON.stringify(existingRest) !== JSON.stringify(rest)) throw new Error(`Two schemas named ${title}`);
       existing.examples ??= examples;
     }
