@@ -3,6 +3,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import Fastify, { type FastifyInstance } from 'fastify';
 import { type DestinationStream, destination } from 'pino';
 import type { Config } from './config.js';
+import type { ApiError } from './errors.js';
 import { SocketAnswers } from './http/socket-answers.js';
 import { apiPathTest } from './lib/api-path.js';
 import { compileOnFirstUse } from './lib/compile-on-first-use.js';
@@ -12,8 +13,8 @@ import { HTTP_GUARD_SERVER_OPTIONS, httpGuardPlugin } from './plugins/http-guard
 import { jsonBodyPlugin } from './plugins/json-body.js';
 import { metricsPlugin } from './plugins/metrics.js';
 import { openapiPlugin } from './plugins/openapi.js';
-import { rateLimitPlugin } from './plugins/rate-limit.js';
-import { ResponseHeaders, responseHeadersPlugin } from './plugins/response-headers.js';
+import { RateLimiter, rateLimitPlugin } from './plugins/rate-limit.js';
+import { API_SECURITY_HEADERS, ResponseHeaders, responseHeadersPlugin } from './plugins/response-headers.js';
 import { shutdownPlugin } from './plugins/shutdown.js';
 import { validationPlugin } from './plugins/validation.js';
 import { versionedUrlRewriter, versioningPlugin } from './plugins/versioning.js';
@@ -27,6 +28,7 @@ import { metricsRoute } from './routes/metrics.js';
 import { openapiRoute } from './routes/openapi.js';
 import { profileRoutes } from './routes/profile.js';
 import { searchRoutes } from './routes/search.js';
+import { DECIMAL, VISIBLE_LINE } from './schemas.js';
 import type { ProfileStore } from './stores/profile.js';
 import type { RateLimitStore } from './stores/rate-limit.js';
 import { createStores } from './stores/stores.js';
@@ -57,10 +59,15 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   const socketAnswers = new SocketAnswers(headers);
   // How often Node looks for requests past their timeouts: often enough for a short one to hold.
   const timeoutCheckMs = Math.ceil(Math.min(1000, config.headersTimeoutMs / 4));
+  // Made once the stores are; a request refused before routing is counted by it too.
+  let limiter: RateLimiter | undefined;
   const app = Fastify({
     logger: { level: config.logLevel, stream: logStream },
     logController: requestLog,
     schemaController: { compilersFactory: { buildSerializer: lazySerializers } },
+    // The serialiser's validator only tells the branches of a union apart: the service's own
+    // formats are known to it, and it need not check them.
+    serializerOpts: { ajv: { formats: { [DECIMAL]: true, [VISIBLE_LINE]: true } } },
     requestIdHeader: false, // ids are vetted by requestId, not taken as they come
     genReqId: (request) => headers.requestId(request),
     rewriteUrl: versionedUrlRewriter(config.contextPath),
@@ -77,7 +84,8 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
       // hooks, so their log line and the hooks' headers are asked for here.
       reply.raw.once('finish', () => requestLog.requestCompleted(null, request, reply));
       headers.forUnrouted(request, reply);
-      sendError(error, request, reply);
+      if (limiter === undefined || !isApiPath(request.url)) sendError(error, request, reply);
+      else limiter.count(request, reply, (over) => sendError((over as ApiError | undefined) ?? error, request, reply));
     },
     clientErrorHandler: socketAnswers.clientErrorHandler,
     // Against slow clients: a request must arrive within its timeouts (else 408, from
@@ -111,17 +119,25 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   await app.register(httpGuardPlugin);
   await app.register(versioningPlugin, { isApiPath });
   await app.register(shutdownPlugin, { requestLog });
-  await app.register(openapiPlugin, { isApiPath });
+  await app.register(openapiPlugin, {
+    contextPath: config.contextPath,
+    isApiPath,
+    rateLimited: config.rateLimitMax > 0,
+    securityHeaders: API_SECURITY_HEADERS,
+  });
   if (config.metricsEnabled) await app.register(metricsPlugin, { requestLog });
   const prefix = config.contextPath === '/' ? '' : config.contextPath;
   if (config.rateLimitMax > 0) {
-    await app.register(rateLimitPlugin, {
+    limiter = new RateLimiter({
       max: config.rateLimitMax,
       windowMs: config.rateLimitWindowMs,
       store: options.rateLimitStore ?? stores.rateLimit,
-      isApiPath,
     });
+    await app.register(rateLimitPlugin, { limiter, isApiPath });
   }
+
+  // Each route's schema says what that route itself answers; the answers and headers common to
+  // every route (errors, versioning, rate limiting) are added to the document in plugins/openapi.ts.
 
   await app.register(
     async (service) => {

@@ -9,16 +9,52 @@ export const ErrorDetail = Type.Object(
     message: Type.String(),
     value: Type.Unknown({ description: 'The offending value as received; `null` when it was absent.' }),
   },
-  { additionalProperties: false },
+  { additionalProperties: false, title: 'ErrorDetail' },
 );
 export type ErrorDetail = Static<typeof ErrorDetail>;
+
+/**
+ * Every code the service answers with, and the status it comes with: the envelope's `code` is one
+ * of these, and the OpenAPI document lists them all. Codes of statuses the contract does not name
+ * are the status's reason phrase in upper snake case.
+ */
+export const ERROR_CODES = {
+  VALIDATION_ERROR: 400,
+  MALFORMED_JSON: 400,
+  BAD_REQUEST: 400,
+  NOT_FOUND: 404,
+  METHOD_NOT_ALLOWED: 405,
+  NOT_ACCEPTABLE: 406,
+  REQUEST_TIMEOUT: 408,
+  PRECONDITION_FAILED: 412,
+  PAYLOAD_TOO_LARGE: 413,
+  UNSUPPORTED_MEDIA_TYPE: 415,
+  RANGE_NOT_SATISFIABLE: 416,
+  EXPECTATION_FAILED: 417,
+  UNSUPPORTED_CURRENCY: 422,
+  RATE_LIMIT_EXCEEDED: 429,
+  REQUEST_HEADER_FIELDS_TOO_LARGE: 431,
+  INTERNAL_ERROR: 500,
+  SERVICE_UNAVAILABLE: 503,
+  HTTP_VERSION_NOT_SUPPORTED: 505,
+} as const;
+export type ErrorCode = keyof typeof ERROR_CODES;
+
+function isErrorCode(code: string): code is ErrorCode {
+  return Object.hasOwn(ERROR_CODES, code);
+}
 
 /** The error envelope of docs/interface-spec.md, 7.1, returned by every non-2xx/3xx response. */
 export const ErrorEnvelope = Type.Object(
   {
     error: Type.Object(
       {
-        code: Type.String({ description: 'Machine-readable error code.', examples: ['VALIDATION_ERROR'] }),
+        code: Type.Unsafe<ErrorCode>({
+          type: 'string',
+          enum: Object.keys(ERROR_CODES),
+          description: 'Machine-readable error code.',
+          examples: ['VALIDATION_ERROR'],
+        }),
         message: Type.String({ description: 'Human-readable text.' }),
         details: Type.Array(ErrorDetail),
         timestamp: Type.String({
@@ -36,19 +72,28 @@ export type ErrorEnvelope = Static<typeof ErrorEnvelope>;
 
 /** What the OpenAPI document says of each error status a route may answer. */
 const DESCRIPTIONS = {
-  400: 'Validation failed (`VALIDATION_ERROR`, one detail per invalid field, `version` included) or the body is not JSON (`MALFORMED_JSON`).',
+  400: 'Validation failed (`VALIDATION_ERROR`, one detail per invalid field, `version`, `path`, `Host` and a repeated `Content-Type` included), the body is not JSON (`MALFORMED_JSON`), or the request is not valid HTTP/1.x (`BAD_REQUEST`, answered before routing, then the connection closes).',
   404: 'No such route or resource (`NOT_FOUND`).',
   405: 'The path exists with other methods (`METHOD_NOT_ALLOWED`); `Allow` lists them.',
   406: 'Accept asks only for API versions that do not exist (`NOT_ACCEPTABLE`).',
+  408: 'The request did not arrive within the server’s timeouts (`REQUEST_TIMEOUT`); the connection closes.',
   412: 'If-Match names no current `ETag`, or If-None-Match names it (`PRECONDITION_FAILED`); nothing was changed.',
   413: 'The body is larger than `BODY_LIMIT` (`PAYLOAD_TOO_LARGE`).',
   415: 'The body is not `application/json` or `application/*+json` in UTF-8 (`UNSUPPORTED_MEDIA_TYPE`).',
+  417: 'Expect asks for anything but `100-continue` (`EXPECTATION_FAILED`).',
   422: 'A well-formed currency code that is not in the table (`UNSUPPORTED_CURRENCY`, one detail per such code).',
   429: 'Too many requests from this client in the current window (`RATE_LIMIT_EXCEEDED`); `Retry-After` says when to try again.',
+  431: 'The request’s headers are larger than the server’s limit (`REQUEST_HEADER_FIELDS_TOO_LARGE`); the connection closes.',
   500: 'Unexpected failure (`INTERNAL_ERROR`); the message is generic and `details` empty.',
   503: 'Shutting down, a dependency is unavailable, or too many writes at once (`SERVICE_UNAVAILABLE`); try again.',
+  505: 'The request is in a major version of HTTP other than 1 (`HTTP_VERSION_NOT_SUPPORTED`); the connection closes.',
 } as const;
 export type DocumentedStatus = keyof typeof DESCRIPTIONS;
+
+/** What the OpenAPI document says of an error status. */
+export function errorDescription(status: DocumentedStatus): string {
+  return DESCRIPTIONS[status];
+}
 
 export const VALIDATION_ERROR = 'VALIDATION_ERROR';
 export const MALFORMED_JSON = 'MALFORMED_JSON';
@@ -65,7 +110,7 @@ export class ApiError extends Error {
   override name = 'ApiError';
   constructor(
     readonly statusCode: number,
-    readonly code: string,
+    readonly code: ErrorCode,
     message: string,
     readonly details: ErrorDetail[] = [],
     /** Extra response headers, e.g. `Allow` on a 405. */
@@ -89,7 +134,8 @@ export function apiError(
   if (status === 500) return new ApiError(500, INTERNAL_ERROR, GENERIC_MESSAGE);
   const phrase = STATUS_CODES[status] ?? 'Error';
   const code = phrase.toUpperCase().replace(/[^A-Z0-9]+/g, '_');
-  return new ApiError(status, code, message ?? `${phrase}.`, details, headers);
+  // A status the service has no code for carries no code of ours: INTERNAL_ERROR (spec 7.2, rule 2).
+  return new ApiError(status, isErrorCode(code) ? code : INTERNAL_ERROR, message ?? `${phrase}.`, details, headers);
 }
 
 /** The detail's message for a parameter that takes one value and was sent several times. */
@@ -156,11 +202,19 @@ export function envelope(error: ApiError, requestId: string): ErrorEnvelope {
   };
 }
 
+/** The header of an answer that says when to try again: a 429, and a 503 that knows. */
+export const RETRY_AFTER_HEADER = {
+  'Retry-After': { type: 'integer', minimum: 1, description: 'Seconds to wait before trying again.' },
+} as const;
+
+/** The OpenAPI response entry of an error status: the shared envelope, with the headers given. */
+export function errorResponse(status: DocumentedStatus, headers?: Record<string, object>): object {
+  return { description: DESCRIPTIONS[status], ...Type.Ref('ErrorEnvelope'), ...(headers !== undefined && { headers }) };
+}
+
 /** OpenAPI response entries for the given error statuses, each the shared envelope. */
-export function errorResponses(...statuses: DocumentedStatus[]): Record<number, unknown> {
-  const responses: Record<number, unknown> = {};
-  for (const status of statuses) {
-    responses[status] = { description: DESCRIPTIONS[status], ...Type.Ref('ErrorEnvelope') };
-  }
+export function errorResponses(...statuses: DocumentedStatus[]): Record<number, object> {
+  const responses: Record<number, object> = {};
+  for (const status of statuses) responses[status] = errorResponse(status);
   return responses;
 }

@@ -23,6 +23,33 @@ export const FORMATS: Record<string, (text: string) => boolean> = {
     !/\p{Cc}/u.test(text) && /[^\p{White_Space}\p{Default_Ignorable_Code_Point}\p{Cc}]/u.test(text),
 };
 
+/**
+ * What a schema is in the OpenAPI document when that differs from what validates it: a comma list,
+ * validated as text by a pattern so that the service reads it as it always has, is an array there.
+ * A symbol, so that no validator or serialiser sees it; src/plugins/openapi.ts puts it in place.
+ */
+export const DOCUMENTED_AS = Symbol.for('greeting-service.documented-as');
+
+/** The request body media types the service parses (src/plugins/json-body.ts): JSON, under any `+json` type. */
+export const JSON_BODY_MEDIA_TYPES = ['application/json', 'application/*+json'] as const;
+
+/**
+ * The OpenAPI format registry's name for a number that is an exact decimal; generators map it to
+ * BigDecimal, decimal.Decimal and the like.
+ */
+export const DECIMAL = 'decimal';
+
+/** A JSON number written with its exact decimal value, which a double may not hold. */
+export function exactDecimal(description: string, examples: number[]) {
+  return Type.Number({
+    format: DECIMAL,
+    description:
+      `${description} An exact decimal that may have more significant digits than a double holds: ` +
+      'read it as a decimal (BigDecimal, decimal.Decimal), not as a floating-point number.',
+    examples,
+  });
+}
+
 export const LocalDateTime = Type.String({
   description: 'The server’s local date-time (honours TZ), `YYYY-MM-DDTHH:mm:ss.SSS`, no offset.',
   pattern: '^\\d{4}-\\d{2}-\\d{2}T\\d{2}:\\d{2}:\\d{2}\\.\\d{3}$',
@@ -61,6 +88,33 @@ function listPattern(pattern: string): string {
   return `^(?:${pattern})(?:,(?:${pattern}))*$`;
 }
 
+/**
+ * A comma-separated list parameter: validated as text matching `pattern`, documented as the array
+ * of `item` it is, with `examples` as lists.
+ */
+function listParameter(
+  options: { description: string; pattern: string; errorMessage: string },
+  item: object,
+  example?: string[],
+) {
+  const schema = Type.String({
+    ...options,
+    pattern: listPattern(options.pattern),
+    ...(example !== undefined && { examples: [example.join(',')] }),
+  });
+  return Type.Optional(
+    Object.assign(schema, {
+      [DOCUMENTED_AS]: {
+        type: 'array',
+        minItems: 1,
+        items: item,
+        description: options.description,
+        ...(example !== undefined && { examples: [example] }),
+      },
+    }),
+  );
+}
+
 function pageSize(description: string, note = '', examples: number[] = []) {
   return Type.Optional(
     Type.Integer({
@@ -76,15 +130,16 @@ function pageSize(description: string, note = '', examples: number[] = []) {
 /** `fields`: which fields each item has, for a list and for a single item alike. */
 export function fieldSelection<Item extends { readonly [K in keyof Item]: Scalar }>(definition: Definition<Item>) {
   const names = fieldsOf(definition).map(([name]) => name);
-  return Type.Optional(
-    Type.String({
+  return listParameter(
+    {
       description:
         `Only these fields, a comma-separated list of ${names.join(', ')}; ` +
         'the answer keeps the usual order of the fields. Default: all.',
-      pattern: listPattern(names.join('|')),
+      pattern: names.join('|'),
       errorMessage: `must be a comma-separated list of ${names.join(', ')}`,
-      examples: [names.slice(0, 2).join(',')],
-    }),
+    },
+    { type: 'string', enum: names },
+    names.slice(0, 2),
   );
 }
 
@@ -96,12 +151,13 @@ export function collectionQuery<Item extends { readonly [K in keyof Item]: Scala
   const filters: Record<string, TSchema> = {};
   for (const [name, { filter }] of fields) {
     if (filter === undefined) continue;
-    filters[name] = Type.Optional(
-      Type.String({
+    filters[name] = listParameter(
+      {
         description: `Filter: only items whose ${name} is one of these ${filter.values}, a comma-separated list.`,
-        pattern: listPattern(filter.pattern),
+        pattern: filter.pattern,
         errorMessage: `must be a comma-separated list of ${filter.values}`,
-      }),
+      },
+      { type: 'string', pattern: `^(?:${filter.pattern})$` },
     );
   }
   const search = (description: string, examples: string[] = []) =>
@@ -132,15 +188,16 @@ export function collectionQuery<Item extends { readonly [K in keyof Item]: Scala
       'Cursor pagination: items per page',
       ' Giving `limit` or `cursor` chooses cursor pagination, which cannot be mixed with `page` or `per_page`.',
     ),
-    sort: Type.Optional(
-      Type.String({
+    sort: listParameter(
+      {
         description:
           `Order: a comma-separated list of ${names.join(', ')}, each ascending, or descending with a leading \`-\`. ` +
           `Default ${definition.key}; ties are broken by ${definition.key}.`,
-        pattern: listPattern(`-?(?:${names.join('|')})`),
+        pattern: `-?(?:${names.join('|')})`,
         errorMessage: `must be a comma-separated list of ${names.join(', ')}, each optionally preceded by -`,
-        examples: [`-${names.at(-1)},${names[0]}`],
-      }),
+      },
+      { type: 'string', enum: names.flatMap((name) => [name, `-${name}`]) },
+      [`-${names.at(-1)}`, `${names[0]}`],
     ),
     fields: fieldSelection(definition),
     q: search(`Search: only items whose ${searchable.join(' or ')} contains this text, in any case.`, ['dollar']),
@@ -149,8 +206,11 @@ export function collectionQuery<Item extends { readonly [K in keyof Item]: Scala
   });
 }
 
-/** The answer of a collection's list operation: offset pagination, or cursor pagination. */
-export function collectionPage(item: TSchema) {
+/**
+ * The answer of a collection's list operation: offset pagination, or cursor pagination; `name`,
+ * the item's, names the two pages in the OpenAPI document (`CurrencyOffsetPage`).
+ */
+export function collectionPage(item: TSchema, name: string) {
   return Type.Union([
     Type.Object(
       {
@@ -165,10 +225,10 @@ export function collectionPage(item: TSchema) {
               examples: [2],
             }),
           },
-          { additionalProperties: false },
+          { additionalProperties: false, title: 'OffsetPagination' },
         ),
       },
-      { additionalProperties: false, description: 'Offset pagination (the default).' },
+      { additionalProperties: false, description: 'Offset pagination (the default).', title: `${name}OffsetPage` },
     ),
     Type.Object(
       {
@@ -182,10 +242,14 @@ export function collectionPage(item: TSchema) {
             has_more: Type.Boolean({ examples: [true] }),
             limit: Type.Integer({ examples: [DEFAULT_PAGE_SIZE] }),
           },
-          { additionalProperties: false },
+          { additionalProperties: false, title: 'CursorPagination' },
         ),
       },
-      { additionalProperties: false, description: 'Cursor pagination, when `cursor` or `limit` is given.' },
+      {
+        additionalProperties: false,
+        description: 'Cursor pagination, when `cursor` or `limit` is given.',
+        title: `${name}CursorPage`,
+      },
     ),
   ]);
 }

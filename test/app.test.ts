@@ -46,9 +46,17 @@ for (const [transport, connect] of transports) {
       assert.equal(res.headers.allow, 'GET, HEAD');
     });
 
-    it('documents the paths with the context path', async () => {
+    it('documents the context path in the servers, not in the paths', async () => {
       const doc = (await client.send({ path: '/svc/openapi.json' })).json();
-      assert.ok(Object.keys(doc.paths).every((p) => p.startsWith('/svc/')));
+      assert.deepEqual(
+        doc.servers.map((server: { url: string }) => server.url),
+        ['/svc/api/v1', '/svc/api'],
+      );
+      assert.deepEqual(
+        doc.paths['/healthz'].servers.map((server: { url: string }) => server.url),
+        ['/svc'],
+      );
+      assert.ok(Object.keys(doc.paths).every((p) => !p.startsWith('/svc') && !p.startsWith('/api')));
     });
   });
 

@@ -18,6 +18,7 @@ import {
   rawHeaders,
 } from './fuzz/arbitraries.js';
 import { LogCapture, parseRawResponse, type TestResponse, testConfig } from './helpers.js';
+import { conformanceOf } from './openapi-conformance.js';
 
 /**
  * Property-based fuzzing of every route: random methods, paths, query strings,
@@ -298,7 +299,11 @@ class FuzzedApp {
       headers: Object.fromEntries(request.headers),
       ...(request.body !== undefined && { payload: request.body }),
     });
-    await this.check(request, { status: res.statusCode, headers: res.headers, text: res.body, json: () => res.json() });
+    await this.check(
+      request,
+      { status: res.statusCode, headers: res.headers, text: res.body, json: () => res.json() },
+      true,
+    );
   }
 
   async socket(generated: FuzzRequest, rawHeaders: [string, string][]): Promise<void> {
@@ -319,11 +324,19 @@ class FuzzedApp {
   }
 
   /** Every invariant, for each response, whichever way it was sent. */
-  async check(request: FuzzRequest, res: TestResponse): Promise<void> {
+  async check(request: FuzzRequest, res: TestResponse, injected = false): Promise<void> {
     this.requests++;
     this.statuses.set(res.status, (this.statuses.get(res.status) ?? 0) + 1);
     const context = `${describeRequest(request)} → ${res.status} ${abridged(res.text, 300)}`;
     assert.ok(res.status < 500, `a ${res.status}: ${context}`);
+    // The OpenAPI document describes every answer, whatever was sent.
+    const sent = {
+      method: request.method,
+      path: request.path + request.query,
+      headers: Object.fromEntries(request.headers),
+      injected,
+    };
+    assert.deepEqual(conformanceOf(this.app).problems(sent, res), [], context);
     const id = res.headers['x-request-id'];
     assert.ok(typeof id === 'string' && SAFE_REQUEST_ID.test(id), `X-Request-Id ${String(id)}: ${context}`);
     const sentIds = header(request, 'x-request-id');

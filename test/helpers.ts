@@ -5,6 +5,7 @@ import type { FastifyInstance } from 'fastify';
 import { request as httpRequest } from 'undici';
 import { type AppOptions, buildApp } from '../src/app.js';
 import { type Config, DEFAULT_CONFIG } from '../src/config.js';
+import { conformanceOf } from './openapi-conformance.js';
 
 export function testConfig(overrides: Partial<Config> = {}): Config {
   return { ...DEFAULT_CONFIG, host: '127.0.0.1', port: 0, logLevel: 'silent', ...overrides };
@@ -54,15 +55,23 @@ function response(status: number, headers: TestResponse['headers'], text: string
   return { status, headers, text, json: () => JSON.parse(text) };
 }
 
-/** Requests through `app.inject`: no socket, Fastify's full request pipeline. */
+/**
+ * Requests through `app.inject`: no socket, Fastify's full request pipeline. Each answer is checked
+ * against the app's OpenAPI document, as with `httpClient`, so that the document cannot drift from
+ * what the service does.
+ */
 export async function injectClient(overrides: Partial<Config> = {}, options: AppOptions = {}): Promise<Client> {
   const app = await buildApp(testConfig(overrides), options);
   await app.ready();
+  const conformance = conformanceOf(app);
   return {
     app,
-    async send({ method = 'GET', path, headers, body }) {
+    async send(request) {
+      const { method = 'GET', path, headers, body } = request;
       const res = await app.inject({ method: method as 'GET', url: path, headers, payload: body });
-      return response(res.statusCode, res.headers, res.body);
+      const answer = response(res.statusCode, res.headers, res.body);
+      conformance.check({ ...request, injected: true }, answer);
+      return answer;
     },
     close: () => app.close(),
   };
@@ -81,9 +90,14 @@ export async function sendTo(
 export async function httpClient(overrides: Partial<Config> = {}, options: AppOptions = {}): Promise<Client> {
   const app = await buildApp(testConfig(overrides), options);
   const origin = await app.listen({ host: '127.0.0.1', port: 0 });
+  const conformance = conformanceOf(app);
   return {
     app,
-    send: (request) => sendTo(origin, request),
+    async send(request) {
+      const answer = await sendTo(origin, request);
+      conformance.check(request, answer);
+      return answer;
+    },
     close: () => app.close(),
   };
 }

@@ -112,7 +112,8 @@ function toApiError(error: FastifyError | ApiError, request: FastifyRequest): Ap
     // docs/interface-spec.md, 7.2, rule 2: an error that carries no code is INTERNAL_ERROR, whatever its status. An HTTP
     // error (http-errors, marked by its `expose` flag) is named by its status: it is how the
     // documentation's static files report a failed If-Match (412) or an unsatisfiable Range (416).
-    return typeof error.code === 'string' || isHttpError(error)
+    const code: unknown = error.code;
+    return typeof code === 'string' || isHttpError(error)
       ? apiError(status, error.message)
       : new ApiError(status, INTERNAL_ERROR, error.message);
   }

@@ -1,29 +1,17 @@
 import { isIPv4, isIPv6 } from 'node:net';
-import type { FastifyInstance, FastifyReply, FastifyRequest, onRequestHookHandler } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
 import { Address6 } from 'ip-address';
-import { errorResponses, rateLimitExceeded } from '../errors.js';
+import { rateLimitExceeded } from '../errors.js';
 import type { ApiPathTest } from '../lib/api-path.js';
 import type { RateLimitCount, RateLimitStore } from '../stores/rate-limit.js';
 
 export interface RateLimitOptions {
-  /** Requests per client and window; more than 0 (with 0 the plugin is not registered at all). */
+  /** Requests per client and window; more than 0 (with 0 there is no limiter at all). */
   max: number;
   windowMs: number;
   store: RateLimitStore;
-  /** Which paths are limited: `/api` under the context path, and everything under it. */
-  isApiPath: ApiPathTest;
 }
-
-const RATE_LIMIT_HEADERS = {
-  'RateLimit-Limit': { type: 'integer', description: 'Requests this client may make per window.' },
-  'RateLimit-Remaining': { type: 'integer', description: 'Requests left to this client in the current window.' },
-  'RateLimit-Reset': { type: 'integer', description: 'Seconds until the current window ends.' },
-} as const;
-
-const RETRY_AFTER_HEADER = {
-  'Retry-After': { type: 'integer', minimum: 1, description: 'Seconds to wait before trying again.' },
-} as const;
 
 /** No IP address is longer, a zone (`%eth0`) included; testing longer text would cost time for nothing. */
 const MAX_ADDRESS_LENGTH = 64;
@@ -49,20 +37,6 @@ export function clientKey(ip: string | undefined, connection: string | undefined
   return addressKey(ip) ?? addressKey(connection) ?? '';
 }
 
-/** The response schemas of a limited route, with the headers the limiter adds to each answer. */
-function withLimitHeaders(schema: { response?: unknown }): void {
-  // Copies all the way down to the headers: one response schema may serve several routes.
-  const response: Record<string, { headers?: object }> = {
-    ...errorResponses(429),
-    ...(schema.response as Record<string, object> | undefined),
-  };
-  for (const [status, sub] of Object.entries(response)) {
-    const headers = status === '429' ? { ...RATE_LIMIT_HEADERS, ...RETRY_AFTER_HEADER } : RATE_LIMIT_HEADERS;
-    response[status] = { ...sub, headers: { ...sub.headers, ...headers } };
-  }
-  schema.response = response;
-}
-
 /**
  * Rate limiting of every route under `/api` per client (`request.ip`, so X-Forwarded-For counts
  * only with `trustProxy`, and only an IP address; see `clientKey`), in fixed windows. Answers,
@@ -76,44 +50,68 @@ function withLimitHeaders(schema: { response?: unknown }): void {
  * route's options and a long IPv6 regular expression per request: this one counts in memory
  * synchronously, in constant time, with no allocation in a running window.
  */
-export const rateLimitPlugin = fp<RateLimitOptions>(
-  async (app: FastifyInstance, { max, windowMs, store, isApiPath: limited }) => {
-    const limit = String(max);
+export class RateLimiter {
+  readonly #max: number;
+  readonly #limit: string;
+  readonly #windowMs: number;
+  readonly #store: RateLimitStore;
+  /** What a request is answered with when the store failed: let through, as if first in a new window. */
+  readonly #uncounted: RateLimitCount;
 
-    /** Sets the headers of a counted request, and refuses it once it is over the limit. */
-    function answer({ current, ttl }: RateLimitCount, reply: FastifyReply, done: (error?: Error) => void): void {
-      const reset = Math.ceil(ttl / 1000);
-      const remaining = current <= max ? max - current : 0;
-      reply.header('ratelimit-limit', limit).header('ratelimit-remaining', remaining).header('ratelimit-reset', reset);
-      if (current <= max) {
-        done();
-        return;
-      }
-      reply.header('retry-after', reset);
-      done(rateLimitExceeded(max, reset));
+  constructor({ max, windowMs, store }: RateLimitOptions) {
+    this.#max = max;
+    this.#limit = String(max);
+    this.#windowMs = windowMs;
+    this.#store = store;
+    this.#uncounted = { current: 0, ttl: windowMs };
+  }
+
+  /** Sets the headers of a counted request, and refuses it once it is over the limit. */
+  #answer({ current, ttl }: RateLimitCount, reply: FastifyReply, done: (error?: Error) => void): void {
+    const max = this.#max;
+    const reset = Math.ceil(ttl / 1000);
+    const remaining = current <= max ? max - current : 0;
+    reply
+      .header('ratelimit-limit', this.#limit)
+      .header('ratelimit-remaining', remaining)
+      .header('ratelimit-reset', reset);
+    if (current <= max) {
+      done();
+      return;
     }
+    reply.header('retry-after', reset);
+    done(rateLimitExceeded(max, reset));
+  }
 
-    // What a request is answered with when the store failed: let through, as if first in a new window.
-    const uncounted: RateLimitCount = { current: 0, ttl: windowMs };
+  /**
+   * Counts a request and sets its headers; `done` gets the 429 when it is over the limit. A hook
+   * of every limited route, and what the app calls for a request refused before routing.
+   */
+  readonly count = (request: FastifyRequest, reply: FastifyReply, done: (error?: Error) => void): void => {
+    const counted = this.#store.incr(clientKey(request.ip, request.socket.remoteAddress), this.#windowMs);
+    if (!(counted instanceof Promise)) {
+      this.#answer(counted, reply, done);
+      return;
+    }
+    counted.then(
+      (shared) => this.#answer(shared, reply, done),
+      () => this.#answer(this.#uncounted, reply, done),
+    );
+  };
+}
 
-    const count: onRequestHookHandler = (request: FastifyRequest, reply, done) => {
-      const counted = store.incr(clientKey(request.ip, request.socket.remoteAddress), windowMs);
-      if (!(counted instanceof Promise)) return answer(counted, reply, done);
-      counted.then(
-        (shared) => answer(shared, reply, done),
-        () => answer(uncounted, reply, done),
-      );
-    };
-
+/** Rate limiting of the paths under `/api` (see `RateLimiter`), by the limiter the app made. */
+export const rateLimitPlugin = fp<{ limiter: RateLimiter; isApiPath: ApiPathTest }>(
+  async (app: FastifyInstance, { limiter, isApiPath: limited }) => {
+    const { count } = limiter;
     // Each limited route counts in a hook of its own, decided once here; a request no route
     // matches is counted by the app's hook, when its path is under `/api`.
     app.addHook('onRoute', (route) => {
       if (!limited(route.url)) return;
-      if (route.schema !== undefined) withLimitHeaders(route.schema);
       route.onRequest = [...[route.onRequest ?? []].flat(), count];
     });
     app.addHook('onRequest', (request, reply, done) => {
-      if (request.is404 && limited(request.url)) count.call(app, request, reply, done);
+      if (request.is404 && limited(request.url)) count(request, reply, done);
       else done();
     });
   },

@@ -20,7 +20,7 @@ type HeaderSet = Readonly<Record<string, string>>;
  * HSTS is left out: the service speaks plain HTTP, where browsers ignore it, and whatever
  * terminates TLS in front of it owns that policy for the whole host.
  */
-const API_SECURITY: HeaderSet = {
+export const API_SECURITY_HEADERS: HeaderSet = {
   'x-content-type-options': 'nosniff',
   'x-frame-options': 'DENY',
   'content-security-policy': "default-src 'none'; frame-ancestors 'none'",
@@ -134,8 +134,8 @@ export class ResponseHeaders {
       };
     };
     this.#sets = {
-      api: sets({ ...API_SECURITY, 'api-version': API_VERSION, vary: 'Accept, Origin' }),
-      data: sets({ ...API_SECURITY, vary: 'Origin' }),
+      api: sets({ ...API_SECURITY_HEADERS, 'api-version': API_VERSION, vary: 'Accept, Origin' }),
+      data: sets({ ...API_SECURITY_HEADERS, vary: 'Origin' }),
       page: sets({ ...PAGE_SECURITY, vary: 'Origin' }),
     };
   }
@@ -196,7 +196,7 @@ export class ResponseHeaders {
 }
 
 /** The security headers of an answer written straight to the socket, as HTTP lines, worked out once. */
-const SOCKET_SECURITY_LINES = Object.entries({ ...API_SECURITY, vary: 'Origin' })
+const SOCKET_SECURITY_LINES = Object.entries({ ...API_SECURITY_HEADERS, vary: 'Origin' })
   .map(([name, value]) => `${name}: ${value}\r\n`)
   .join('');
 

@@ -3,7 +3,7 @@ import { Type } from 'typebox';
 import { Collection } from '../domain/collection.js';
 import { CURRENCIES, CURRENCY_COLLECTION, type Currency, RATES_AS_OF } from '../domain/currencies.js';
 import { apiError, errorResponses, validationError } from '../errors.js';
-import { collectionPage, collectionQuery, currencyCode, fieldSelection } from '../schemas.js';
+import { collectionPage, collectionQuery, currencyCode, exactDecimal, fieldSelection } from '../schemas.js';
 
 export interface CurrencyRoutesOptions {
   /** Key that signs the list's pagination cursors. */
@@ -17,10 +17,11 @@ const CurrencyItem = Type.Object(
     minor_units: Type.Optional(
       Type.Integer({ description: 'Digits after the point of the smallest unit (JPY 0, KWD 3).', examples: [2] }),
     ),
-    rate: Type.Optional(Type.Number({ description: `Units per 1 US dollar, as of ${RATES_AS_OF}.`, examples: [0.92] })),
+    rate: Type.Optional(exactDecimal(`Units per 1 US dollar, as of ${RATES_AS_OF}.`, [0.92])),
   },
   {
     additionalProperties: false,
+    title: 'Currency',
     description: 'A currency of the exchange table; only the selected fields when `fields` is given.',
     examples: [{ code: 'EUR', name: 'Euro', minor_units: 2, rate: 0.92 }],
   },
@@ -54,7 +55,7 @@ export const currencyRoutes: FastifyPluginAsyncTypebox<CurrencyRoutesOptions> = 
           'given. Filters, search, sorting and field selection apply to both.',
         tags: ['currencies'],
         querystring: collectionQuery(CURRENCY_COLLECTION),
-        response: { 200: collectionPage(CurrencyItem), ...errorResponses(400) },
+        response: { 200: collectionPage(CurrencyItem, 'Currency'), ...errorResponses(400) },
       },
     },
     async (request) => {

@@ -9,6 +9,7 @@ const AnyObject = Type.Object(
   {},
   {
     additionalProperties: true,
+    title: 'JsonObject',
     description: 'Any JSON object.',
     errorMessage: 'must be a JSON object',
     examples: [{ name: 'Ada', tags: ['x'], n: 1.5 }],
@@ -21,7 +22,7 @@ const Echo = Type.Object(
     echo: Type.Literal(true),
     timestamp: LocalDateTime,
   },
-  { additionalProperties: false },
+  { additionalProperties: false, title: 'Echo' },
 );
 
 export const echoRoutes: FastifyPluginAsyncTypebox = async (app) => {

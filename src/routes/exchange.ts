@@ -4,7 +4,7 @@ import { findCurrency, RATES_AS_OF } from '../domain/currencies.js';
 import { AMOUNT_FRACTION_DIGITS, AMOUNT_PATTERN, convert, MAX_AMOUNT, RATE_DECIMALS } from '../domain/exchange.js';
 import { errorResponses, unsupportedCurrency } from '../errors.js';
 import { exactJson } from '../lib/json-text.js';
-import { currencyCode } from '../schemas.js';
+import { currencyCode, exactDecimal } from '../schemas.js';
 
 const ExchangeQuery = Type.Object({
   from: currencyCode('Currency to convert from: an ISO 4217 code, any case.', 'USD'),
@@ -24,19 +24,18 @@ const Exchange = Type.Object(
   {
     from: Type.String({ description: 'The source currency, upper case.', examples: ['USD'] }),
     to: Type.String({ description: 'The target currency, upper case.', examples: ['EUR'] }),
-    amount: Type.Number({ description: 'The amount converted, its exact value in plain notation.', examples: [100] }),
-    rate: Type.Number({
-      description: `Units of \`to\` per unit of \`from\`, rounded half-even to ${RATE_DECIMALS} decimals; 1 for the same currency.`,
-      examples: [0.92],
-    }),
-    result: Type.Number({
-      description:
-        'The amount times the unrounded cross rate, rounded half-even to the minor units of `to`; every digit ' +
+    amount: exactDecimal('The amount converted, its exact value in plain notation.', [100]),
+    rate: exactDecimal(
+      `Units of \`to\` per unit of \`from\`, rounded half-even to ${RATE_DECIMALS} decimals; 1 for the same currency.`,
+      [0.92],
+    ),
+    result: exactDecimal(
+      'The amount times the unrounded cross rate, rounded half-even to the minor units of `to`; every digit ' +
         'exact, even beyond 2^53. The amount itself, unrounded, for the same currency.',
-      examples: [92],
-    }),
+      [92],
+    ),
   },
-  { additionalProperties: false },
+  { additionalProperties: false, title: 'ExchangeResult' },
 );
 
 export const exchangeRoutes: FastifyPluginAsyncTypebox = async (app) => {

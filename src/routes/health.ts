@@ -25,7 +25,7 @@ export const healthRoutes: FastifyPluginAsyncTypebox<HealthRoutesOptions> = asyn
         response: {
           200: Type.Object(
             { status: Type.Literal('ok') },
-            { additionalProperties: false, examples: [{ status: 'ok' }] },
+            { additionalProperties: false, title: 'Health', examples: [{ status: 'ok' }] },
           ),
         },
       },
@@ -44,7 +44,7 @@ export const healthRoutes: FastifyPluginAsyncTypebox<HealthRoutesOptions> = asyn
         response: {
           200: Type.Object(
             { status: Type.Literal('ready') },
-            { additionalProperties: false, examples: [{ status: 'ready' }] },
+            { additionalProperties: false, title: 'Readiness', examples: [{ status: 'ready' }] },
           ),
           ...errorResponses(503),
         },

@@ -8,10 +8,13 @@ const GREETING = 'Hello, World!';
 
 const HelloMessage = Type.Object(
   { message: Type.String({ examples: [GREETING] }), timestamp: LocalDateTime },
-  { additionalProperties: false },
+  { additionalProperties: false, title: 'HelloMessage' },
 );
 
-const Greeting = Type.Object({ greeting: Type.String({ examples: ['Hello, Ada!'] }) }, { additionalProperties: false });
+const Greeting = Type.Object(
+  { greeting: Type.String({ examples: ['Hello, Ada!'] }) },
+  { additionalProperties: false, title: 'Greeting' },
+);
 
 export const helloRoutes: FastifyPluginAsyncTypebox = async (app) => {
   app.get(

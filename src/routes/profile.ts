@@ -9,7 +9,7 @@ import {
   type ProfileFields,
   replaceProfile,
 } from '../domain/profile.js';
-import { errorResponses } from '../errors.js';
+import { errorResponse, errorResponses, RETRY_AFTER_HEADER } from '../errors.js';
 import { VISIBLE_LINE } from '../schemas.js';
 import { readProfile, writeProfile } from '../services/profile.js';
 import type { ProfileStore } from '../stores/profile.js';
@@ -56,24 +56,34 @@ const Bio = Type.Union([Type.String({ maxLength: BIO_MAX, pattern: TEXT }), Type
   examples: ['Wrote the first program.'],
 });
 
-const ETAG_HEADER = {
-  etag: Type.String({ description: 'Strong entity tag of this version of the profile.', examples: ['"3"'] }),
+/** What every answer with the profile's version carries: its tag, and that caches must ask again. */
+const VERSION_HEADERS = {
+  ETag: Type.String({
+    description: 'Strong entity tag of this version of the profile.',
+    pattern: '^"[^"]*"$',
+    examples: ['"3"'],
+  }),
+  'Cache-Control': Type.Literal('no-cache', { description: 'A cache must ask again (If-None-Match) before reuse.' }),
 };
 
-const ProfileBody = Type.Object(
+const ProfileSchema = Type.Object(
   { name: Name, email: Email, bio: Bio },
   {
     additionalProperties: false,
-    description: 'The whole profile, with its `ETag` header.',
-    headers: ETAG_HEADER,
+    title: 'Profile',
+    description: 'The whole profile.',
     examples: [{ name: 'Ada Lovelace', email: 'ada@example.com', bio: 'Wrote the first program.' }],
   },
 );
+
+/** The profile as an answer: with its version's headers. */
+const ProfileBody = { ...ProfileSchema, headers: VERSION_HEADERS };
 
 const FieldsBody = Type.Object(
   { name: Type.Optional(Name), email: Type.Optional(Email), bio: Type.Optional(Bio) },
   {
     additionalProperties: false,
+    title: 'ProfileUpdate',
     description: 'Any of the fields; no other key. Lengths count Unicode characters.',
     errorMessage: { type: 'must be a JSON object' },
     examples: [{ bio: 'Wrote the first program.' }, { email: null }],
@@ -102,8 +112,11 @@ const WriteHeaders = Type.Object({
 const NOT_MODIFIED = {
   type: 'null',
   description: 'Not modified: If-None-Match names the current version. No body.',
-  headers: ETAG_HEADER,
+  headers: VERSION_HEADERS,
 } as const;
+
+/** The profile's store is unavailable, or too many writes raced: try again after Retry-After. */
+const UNAVAILABLE = errorResponse(503, RETRY_AFTER_HEADER);
 
 /** The conditions a request sets on the profile's version. */
 function preconditionsOf(headers: { 'if-match'?: string; 'if-none-match'?: string }): Preconditions {
@@ -159,7 +172,7 @@ export const profileRoutes: FastifyPluginAsyncTypebox<ProfileRoutesOptions> = as
           'The profile with all three fields, and its `ETag`. With If-None-Match naming that tag: 304, no body.',
         tags: ['profile'],
         headers: ReadHeaders,
-        response: { 200: ProfileBody, 304: NOT_MODIFIED, ...errorResponses(412, 503) },
+        response: { 200: ProfileBody, 304: NOT_MODIFIED, ...errorResponses(412), 503: UNAVAILABLE },
       },
     },
     async (request, reply) => {
@@ -181,7 +194,7 @@ export const profileRoutes: FastifyPluginAsyncTypebox<ProfileRoutesOptions> = as
         consumes: [...consumes],
         headers: WriteHeaders,
         body: FieldsBody,
-        response: { 200: ProfileBody, ...errorResponses(400, 412, 413, 415, 503) },
+        response: { 200: ProfileBody, ...errorResponses(400, 412, 413, 415), 503: UNAVAILABLE },
       },
       handler: async (request, reply) => {
         const change = (current: Profile) => apply(current, request.body);

@@ -30,7 +30,7 @@ const SearchResult = Type.Object(
     page: Type.Integer({ examples: [2] }),
     results: Type.String({ examples: ["Search results for 'books' (page 2)"] }),
   },
-  { additionalProperties: false },
+  { additionalProperties: false, title: 'SearchResult' },
 );
 
 export const searchRoutes: FastifyPluginAsyncTypebox = async (app) => {

@@ -124,7 +124,7 @@ describe('errors thrown by routes', () => {
       throw Object.assign(new Error('Request timed out'), { statusCode: 408, code: 'FST_ERR_SOMETHING' });
     });
     app.get('/boom/api', async () => {
-      throw new ApiError(409, 'CONFLICT', 'Already there.', [{ field: 'x', message: 'taken', value: 1 }]);
+      throw new ApiError(422, 'UNSUPPORTED_CURRENCY', 'Already there.', [{ field: 'x', message: 'taken', value: 1 }]);
     });
     await app.ready();
   });
@@ -167,7 +167,9 @@ describe('errors thrown by routes', () => {
   });
 
   it('answers an ApiError exactly as created', async () => {
-    const error = assertEnvelope(await get('/boom/api'), 409, 'CONFLICT', [{ field: 'x', message: 'taken', value: 1 }]);
+    const error = assertEnvelope(await get('/boom/api'), 422, 'UNSUPPORTED_CURRENCY', [
+      { field: 'x', message: 'taken', value: 1 },
+    ]);
     assert.equal(error.message, 'Already there.');
   });
 });

@@ -6,31 +6,55 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
+import openapiTS from 'openapi-typescript';
 import type { Config } from '../../src/config.js';
+import { ERROR_CODES } from '../../src/errors.js';
 import { type Client, injectClient } from '../helpers.js';
 
+const run = promisify(execFile);
+
+const API_ERRORS = [400, 404, 405, 406, 408, 417, 429, 431, 500, 505];
+const OTHER_ERRORS = [400, 404, 405, 408, 417, 431, 500, 505];
+
+/** Each operation: method, path relative to its servers, id, the statuses of its own, its success body's schema. */
 const OPERATIONS = [
-  ['get', '/api/hello', 'getHello', [400, 406, 429, 500]],
-  ['get', '/api/hello/{name}', 'getGreeting', [400, 406, 429, 500]],
-  ['get', '/api/search', 'search', [400, 406, 429, 500]],
-  ['post', '/api/echo', 'echo', [400, 406, 413, 415, 429, 500]],
-  ['get', '/api/profile', 'getProfile', [400, 406, 412, 429, 500, 503]],
-  ['post', '/api/profile', 'updateProfile', [400, 406, 412, 413, 415, 429, 500, 503]],
-  ['patch', '/api/profile', 'patchProfile', [400, 406, 412, 413, 415, 429, 500, 503]],
-  ['put', '/api/profile', 'replaceProfile', [400, 406, 412, 413, 415, 429, 500, 503]],
-  ['get', '/api/exchange', 'exchange', [400, 406, 422, 429, 500]],
-  ['get', '/api/currencies', 'listCurrencies', [400, 406, 429, 500]],
-  ['get', '/api/currencies/{code}', 'getCurrency', [400, 404, 406, 429, 500]],
-  ['get', '/healthz', 'getHealth', [500]],
-  ['get', '/readyz', 'getReadiness', [500, 503]],
-  ['get', '/openapi.json', 'getOpenApi', [500]],
-  ['get', '/metrics', 'getMetrics', [500]],
+  ['get', '/hello', 'getHello', [], 'HelloMessage'],
+  ['get', '/hello/{name}', 'getGreeting', [], 'Greeting'],
+  ['get', '/search', 'search', [], 'SearchResult'],
+  ['post', '/echo', 'echo', [413, 415], 'Echo'],
+  ['get', '/profile', 'getProfile', [304, 412, 503], 'Profile'],
+  ['post', '/profile', 'updateProfile', [412, 413, 415, 503], 'Profile'],
+  ['patch', '/profile', 'patchProfile', [412, 413, 415, 503], 'Profile'],
+  ['put', '/profile', 'replaceProfile', [412, 413, 415, 503], 'Profile'],
+  ['get', '/exchange', 'exchange', [422], 'ExchangeResult'],
+  ['get', '/currencies', 'listCurrencies', [], undefined],
+  ['get', '/currencies/{code}', 'getCurrency', [], 'Currency'],
+  ['get', '/healthz', 'getHealth', [], 'Health'],
+  ['get', '/readyz', 'getReadiness', [503], 'Readiness'],
+  ['get', '/openapi.json', 'getOpenApi', [], undefined],
+  ['get', '/metrics', 'getMetrics', [], undefined],
 ] as const;
+
+const underApi = (path: string) => !['/healthz', '/readyz', '/openapi.json', '/metrics'].includes(path);
+
+// biome-ignore lint/suspicious/noExplicitAny: the document, whose shape each assertion checks
+type Json = any;
+
+/** A part of the document, its `$ref` followed. */
+function resolve(doc: Json, part: Json): Json {
+  if (part?.$ref === undefined) return part;
+  return resolve(
+    doc,
+    (part.$ref as string)
+      .slice(2)
+      .split('/')
+      .reduce((node: Json, key) => node[key], doc),
+  );
+}
 
 describe('GET /openapi.json', () => {
   let client: Client;
-  // biome-ignore lint/suspicious/noExplicitAny: the document, whose shape each assertion checks
-  let doc: any;
+  let doc: Json;
   before(async () => {
     client = await injectClient();
     const res = await client.send({ path: '/openapi.json' });
@@ -40,15 +64,36 @@ describe('GET /openapi.json', () => {
   });
   after(() => client.close());
 
-  it('is OpenAPI 3.1 with the service name and version', () => {
+  it('is OpenAPI 3.1 with the service name, version and licence, and no authentication', () => {
     assert.equal(doc.openapi, '3.1.0');
     assert.equal(doc.info.title, 'Greeting and Echo Service');
     assert.match(doc.info.version, /^\d+\.\d+\.\d+/);
+    assert.deepEqual(doc.info.license, { name: 'MIT', identifier: 'MIT' });
+    assert.deepEqual(doc.security, []);
+  });
+
+  it('is the document /docs/json serves', async () => {
+    assert.deepEqual((await client.send({ path: '/docs/json' })).json(), doc);
+  });
+
+  it('serves /api under /api/v1 and /api, the other paths under the context path', () => {
+    assert.deepEqual(
+      doc.servers.map((server: { url: string }) => server.url),
+      ['/api/v1', '/api'],
+    );
+    for (const [path, item] of Object.entries<Json>(doc.paths)) {
+      assert.deepEqual(
+        item.servers?.map((server: { url: string }) => server.url),
+        underApi(path) ? undefined : ['/'],
+      );
+    }
   });
 
   it('documents exactly the routes the service has, each with an id, summary and tags', () => {
     const documented = Object.entries(doc.paths).flatMap(([path, item]) =>
-      Object.keys(item as object).map((method) => `${method} ${path}`),
+      Object.keys(item as object)
+        .filter((key) => key !== 'servers')
+        .map((method) => `${method} ${path}`),
     );
     assert.deepEqual(documented.sort(), OPERATIONS.map(([method, path]) => `${method} ${path}`).sort());
     for (const [method, path, operationId] of OPERATIONS) {
@@ -59,54 +104,73 @@ describe('GET /openapi.json', () => {
     }
   });
 
-  it('documents each error response with the shared envelope', () => {
-    for (const [method, path, , errors] of OPERATIONS) {
+  it('lists every error each operation answers, each the envelope by reference', () => {
+    for (const [method, path, , own] of OPERATIONS) {
       const responses = doc.paths[path][method].responses;
-      const statuses = Object.keys(responses).filter((s) => Number(s) >= 400);
-      assert.deepEqual(statuses, errors.map(String), `${method} ${path}`);
-      for (const status of statuses) {
-        assert.equal(responses[status].content['application/json'].schema.$ref, '#/components/schemas/ErrorEnvelope');
-        assert.ok(responses[status].description.length > 0);
+      const errors = Object.keys(responses).filter((s) => Number(s) >= 400);
+      const expected = [...(underApi(path) ? API_ERRORS : OTHER_ERRORS), ...own.filter((s) => s >= 400)];
+      assert.deepEqual(errors, [...new Set(expected)].sort().map(String), `${method} ${path}`);
+      for (const status of errors) {
+        const response = resolve(doc, responses[status]);
+        assert.equal(response.content['application/json'].schema.$ref, '#/components/schemas/ErrorEnvelope');
+        assert.ok(response.description.length > 0);
       }
+      // The errors any operation of its kind gives are shared components.
+      assert.match(responses['404'].$ref, /^#\/components\/responses\/(Api)?NotFound$/);
     }
     const envelope = doc.components.schemas.ErrorEnvelope;
     assert.deepEqual(envelope.required, ['error']);
     assert.deepEqual(envelope.properties.error.required, ['code', 'message', 'details', 'timestamp', 'request_id']);
+    assert.deepEqual(envelope.properties.error.properties.code.enum, Object.keys(ERROR_CODES));
   });
 
-  it('documents the RateLimit-* headers on every response of a rate-limited operation, Retry-After on its 429', () => {
+  it('documents the headers of every response, required where always sent', () => {
     const limits = ['RateLimit-Limit', 'RateLimit-Remaining', 'RateLimit-Reset'];
     for (const [method, path] of OPERATIONS) {
-      for (const [status, response] of Object.entries<{ headers?: Record<string, { schema: { type: string } }> }>(
-        doc.paths[path][method].responses,
-      )) {
-        const headers = Object.keys(response.headers ?? {}).filter((name) => name !== 'etag' && name !== 'api-version');
-        const expected = !path.startsWith('/api') ? [] : status === '429' ? [...limits, 'Retry-After'] : limits;
-        assert.deepEqual(headers, expected, `${method} ${path} ${status}`);
-        for (const name of headers) assert.equal(response.headers?.[name]?.schema.type, 'integer');
+      for (const [status, entry] of Object.entries<Json>(doc.paths[path][method].responses)) {
+        const headers: Record<string, Json> = Object.fromEntries(
+          Object.entries<Json>(resolve(doc, entry).headers).map(([name, header]) => [name, resolve(doc, header)]),
+        );
+        const where = `${method} ${path} ${status}`;
+        const routed = underApi(path) && !['408', '431'].includes(status);
+        const alwaysRouted = routed && !['400', '505'].includes(status);
+        const expected = [
+          'X-Request-Id',
+          'X-Content-Type-Options',
+          'X-Frame-Options',
+          'Content-Security-Policy',
+          'Cache-Control',
+          'Vary',
+          ...(routed ? ['API-Version', ...limits] : []),
+          ...(status === '405' ? ['Allow'] : []),
+          ...(status === '429' || (status === '503' && path === '/profile') ? ['Retry-After'] : []),
+          ...(path === '/profile' && ['200', '304'].includes(status) ? ['ETag'] : []),
+        ];
+        assert.deepEqual(Object.keys(headers).sort(), expected.sort(), where);
+        for (const [name, header] of Object.entries(headers)) {
+          const optional = !alwaysRouted && ['API-Version', ...limits].includes(name);
+          assert.equal(header.required, !optional, `${where} ${name}`);
+        }
+        for (const name of limits) if (routed) assert.equal(headers[name].schema.type, 'integer');
+        if (status === '429') assert.equal(headers['Retry-After'].schema.type, 'integer');
+        if (alwaysRouted) assert.equal(headers['API-Version'].schema.const, '1', where);
       }
     }
+    const profile = doc.paths['/profile'].get.responses;
+    assert.equal(profile['200'].headers['Cache-Control'].schema.const, 'no-cache');
+    assert.equal(
+      resolve(doc, doc.paths['/hello'].get.responses['200'].headers['Cache-Control']).schema.const,
+      'no-store',
+    );
   });
 
-  it('documents /api/v1 as the canonical alias of /api, once', () => {
-    assert.match(doc.info.description, /`\/api\/v1\/\.\.\.` is the canonical versioned path/);
-    assert.ok(Object.keys(doc.paths).every((path) => !path.startsWith('/api/v1')));
-  });
-
-  it('documents the version parameter and the API-Version header on every operation under /api only', () => {
+  it('documents the version parameter on every operation under /api only', () => {
     for (const [method, path] of OPERATIONS) {
-      const operation = doc.paths[path][method];
-      const version = (operation.parameters ?? []).find((p: { name: string }) => p.name === 'version');
-      const underApi = path.startsWith('/api/');
-      assert.equal(version !== undefined, underApi, `${method} ${path}`);
+      const parameters = (doc.paths[path][method].parameters ?? []).map((p: Json) => resolve(doc, p));
+      const version = parameters.find((p: { name: string }) => p.name === 'version');
+      assert.equal(version !== undefined, underApi(path), `${method} ${path}`);
       if (version !== undefined) {
         assert.deepEqual([version.in, version.required, version.schema.enum], ['query', false, ['1', 'v1']]);
-      }
-      for (const [status, response] of Object.entries(operation.responses)) {
-        const header = (response as { headers?: Record<string, { schema: { const: string } }> }).headers?.[
-          'api-version'
-        ];
-        assert.equal(header?.schema.const, underApi ? '1' : undefined, `${method} ${path} ${status}`);
       }
     }
   });
@@ -115,7 +179,7 @@ describe('GET /openapi.json', () => {
     const off = await injectClient({ rateLimitMax: 0 });
     const text = (await off.send({ path: '/openapi.json' })).text;
     await off.close();
-    assert.doesNotMatch(text, /"429"|RateLimit-|Retry-After/);
+    assert.doesNotMatch(text, /"429"|RateLimit-|TooManyRequests/);
   });
 
   it('leaves out the validation messages, which are no OpenAPI keyword', () => {
@@ -123,7 +187,7 @@ describe('GET /openapi.json', () => {
   });
 
   it('documents parameters from the validating schemas', () => {
-    const parameters = doc.paths['/api/search'].get.parameters;
+    const parameters = doc.paths['/search'].get.parameters;
     const keyword = parameters.find((p: { name: string }) => p.name === 'keyword');
     const page = parameters.find((p: { name: string }) => p.name === 'page');
     assert.equal(keyword.in, 'query');
@@ -131,90 +195,114 @@ describe('GET /openapi.json', () => {
     assert.equal(page.required, false);
     assert.equal(page.schema.type, 'integer');
     assert.equal(page.schema.maximum, 2147483647);
-    const name = doc.paths['/api/hello/{name}'].get.parameters.find((p: { in: string }) => p.in === 'path');
+    const name = doc.paths['/hello/{name}'].get.parameters.find((p: { in: string }) => p.in === 'path');
     assert.deepEqual([name.name, name.in, name.required], ['name', 'path', true]);
-    assert.equal(doc.paths['/api/echo'].post.requestBody.content['application/json'].schema.type, 'object');
   });
 
-  it('documents the exchange amount as exact decimal text and the result as numbers', () => {
-    const exchange = doc.paths['/api/exchange'].get;
+  it('documents every media type a body may have', () => {
+    assert.deepEqual(Object.keys(doc.paths['/echo'].post.requestBody.content), [
+      'application/json',
+      'application/*+json',
+    ]);
+    const item = doc.paths['/profile'];
+    for (const method of ['post', 'patch', 'put']) {
+      const body = item[method].requestBody.content;
+      assert.deepEqual(
+        Object.keys(body),
+        method === 'patch'
+          ? ['application/json', 'application/merge-patch+json', 'application/*+json']
+          : ['application/json', 'application/*+json'],
+        method,
+      );
+      for (const media of Object.values<Json>(body)) {
+        assert.equal(media.schema.$ref, '#/components/schemas/ProfileUpdate');
+      }
+    }
+  });
+
+  it('documents the exchange amount as exact decimal text and the numbers of the answer as exact decimals', () => {
+    const exchange = doc.paths['/exchange'].get;
     const amount = exchange.parameters.find((p: { name: string }) => p.name === 'amount');
     assert.deepEqual([amount.in, amount.required, amount.schema.type], ['query', true, 'string']);
     assert.equal(typeof amount.schema.pattern, 'string');
-    const result = exchange.responses['200'].content['application/json'].schema;
+    assert.equal(
+      exchange.responses['200'].content['application/json'].schema.$ref,
+      '#/components/schemas/ExchangeResult',
+    );
+    const result = doc.components.schemas.ExchangeResult;
     assert.deepEqual(result.required, ['from', 'to', 'amount', 'rate', 'result']);
-    assert.equal(result.properties.result.type, 'number');
+    for (const name of ['amount', 'rate', 'result']) {
+      assert.deepEqual([result.properties[name].type, result.properties[name].format], ['number', 'decimal'], name);
+      assert.match(result.properties[name].description, /exact decimal/);
+    }
+    assert.equal(doc.components.schemas.Currency.properties.rate.format, 'decimal');
   });
 
-  it('documents every parameter of the currencies collection', () => {
-    const list = doc.paths['/api/currencies'].get;
-    const names = list.parameters.map((p: { name: string; in: string }) => `${p.in} ${p.name}`);
+  it('documents every parameter of the currencies collection, the lists as arrays of comma-separated values', () => {
+    const list = doc.paths['/currencies'].get;
+    const parameters = list.parameters.map((p: Json) => resolve(doc, p));
     assert.deepEqual(
-      names,
+      parameters.map((p: { name: string; in: string }) => `${p.in} ${p.name}`),
       ['page', 'per_page', 'cursor', 'limit', 'sort', 'fields', 'q', 'search', 'code', 'minor_units', 'version'].map(
         (n) => `query ${n}`,
       ),
     );
-    for (const parameter of list.parameters) {
+    for (const parameter of parameters) {
       assert.equal(parameter.required, false, parameter.name);
       assert.ok(parameter.description.length > 0, parameter.name);
     }
-    const sort = list.parameters.find((p: { name: string }) => p.name === 'sort');
-    assert.ok(new RegExp(sort.schema.pattern).test('-rate,name'));
-    const page = list.responses['200'].content['application/json'].schema;
-    assert.equal(page.anyOf.length, 2);
-    const one = doc.paths['/api/currencies/{code}'].get;
+    for (const name of ['sort', 'fields', 'code', 'minor_units']) {
+      const parameter = parameters.find((p: { name: string }) => p.name === name);
+      assert.deepEqual([parameter.schema.type, parameter.style, parameter.explode], ['array', 'form', false], name);
+    }
+    const sort = parameters.find((p: { name: string }) => p.name === 'sort');
+    assert.ok(sort.schema.items.enum.includes('-rate'));
     assert.deepEqual(
-      one.parameters.map((p: { name: string; in: string }) => `${p.in} ${p.name}`),
+      list.responses['200'].content['application/json'].schema.anyOf.map((s: Json) => s.$ref),
+      ['#/components/schemas/CurrencyOffsetPage', '#/components/schemas/CurrencyCursorPage'],
+    );
+    const one = doc.paths['/currencies/{code}'].get;
+    assert.deepEqual(
+      one.parameters.map((p: Json) => resolve(doc, p)).map((p: { name: string; in: string }) => `${p.in} ${p.name}`),
       ['query fields', 'query version', 'path code'],
     );
   });
 
-  it('documents the profile: ETag, 304 without a body, conditional headers, merge patch on PATCH', () => {
-    const item = doc.paths['/api/profile'];
-    assert.deepEqual(Object.keys(item.get.responses), ['200', '304', '400', '406', '412', '429', '500', '503']);
+  it('documents the profile: ETag, 304 without a body, conditional headers', () => {
+    const item = doc.paths['/profile'];
     assert.equal(item.get.responses['304'].content, undefined);
-    assert.equal(item.get.responses['304'].headers.etag.schema.type, 'string');
+    assert.equal(item.get.responses['304'].headers.ETag.schema.type, 'string');
     const headers = (operation: { parameters: { name: string; in: string }[] }) =>
       operation.parameters.filter((p) => p.in === 'header').map((p) => p.name);
     assert.deepEqual(headers(item.get), ['if-none-match', 'if-match']);
-    for (const method of ['get', 'post', 'patch', 'put']) {
-      const ok = item[method].responses['200'];
-      assert.equal(ok.headers.etag.schema.type, 'string', method);
-      assert.deepEqual(ok.content['application/json'].schema.required, ['name', 'email', 'bio'], method);
-    }
-    for (const method of ['post', 'patch', 'put']) {
-      assert.deepEqual(headers(item[method]), ['if-match', 'if-none-match'], method);
-      const body = item[method].requestBody.content;
-      assert.deepEqual(
-        Object.keys(body),
-        method === 'patch' ? ['application/json', 'application/merge-patch+json'] : ['application/json'],
-      );
-      assert.equal(body['application/json'].schema.additionalProperties, false);
-    }
+    for (const method of ['post', 'patch', 'put'])
+      assert.deepEqual(headers(item[method]), ['if-match', 'if-none-match']);
+    assert.deepEqual(doc.components.schemas.Profile.required, ['name', 'email', 'bio']);
   });
 
-  it('documents every success body', () => {
-    for (const [method, path] of OPERATIONS) {
+  it('names every success body, referenced where used', () => {
+    for (const [method, path, , , schema] of OPERATIONS) {
+      const response = doc.paths[path][method].responses['200'];
       const type = path === '/metrics' ? 'text/plain; version=0.0.4; charset=utf-8' : 'application/json';
-      assert.ok(doc.paths[path][method].responses['200'].content[type].schema, `${method} ${path}`);
+      const content = response.content[type].schema;
+      assert.ok(content, `${method} ${path}`);
+      if (schema !== undefined) assert.equal(content.$ref, `#/components/schemas/${schema}`, `${method} ${path}`);
+      assert.notEqual(response.description, 'Default Response', `${method} ${path}`);
+      assert.ok(response.description.length > 0);
     }
-    for (const [method, path] of OPERATIONS) {
-      const { description } = doc.paths[path][method].responses['200'];
-      assert.notEqual(description, 'Default Response', `${method} ${path}`);
-      assert.ok(description.length > 0);
-    }
-    assert.equal(doc.paths['/api/hello'].get.responses['200'].description, 'Hello message');
-    const hello = doc.paths['/api/hello'].get.responses['200'].content['application/json'].schema;
-    assert.deepEqual(hello.required, ['message', 'timestamp']);
+    assert.equal(doc.paths['/hello'].get.responses['200'].description, 'Hello message');
+    assert.deepEqual(doc.components.schemas.HelloMessage.required, ['message', 'timestamp']);
+    // One schema, not one copy per operation.
+    assert.equal(JSON.stringify(doc.paths).match(/"name":\{"anyOf"/g), null);
   });
 });
 
 /** Whether a part of the document (a parameter, a body, a response) gives an example anywhere in it. */
-function hasExample(part: unknown): boolean {
+function hasExample(doc: Json, part: Json): boolean {
   if (part === null || typeof part !== 'object') return false;
   if ('example' in part || 'examples' in part) return true;
-  return Object.values(part).some(hasExample);
+  if (typeof part.$ref === 'string') return hasExample(doc, resolve(doc, part));
+  return Object.values(part).some((sub) => hasExample(doc, sub));
 }
 
 describe('OpenAPI examples', () => {
@@ -225,53 +313,138 @@ describe('OpenAPI examples', () => {
     for (const [method, path] of OPERATIONS) {
       const operation = doc.paths[path][method];
       for (const parameter of operation.parameters ?? []) {
-        if (parameter.required) assert.ok(hasExample(parameter), `${method} ${path} ${parameter.name}`);
+        if (parameter.required) assert.ok(hasExample(doc, parameter), `${method} ${path} ${parameter.name}`);
       }
-      if (operation.requestBody !== undefined) assert.ok(hasExample(operation.requestBody), `${method} ${path} body`);
-      assert.ok(hasExample(operation.responses['200']), `${method} ${path} 200`);
+      if (operation.requestBody !== undefined) {
+        assert.ok(hasExample(doc, operation.requestBody), `${method} ${path} body`);
+      }
+      assert.ok(hasExample(doc, operation.responses['200']), `${method} ${path} 200`);
     }
   });
 });
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const SPECTRAL = join(ROOT, 'node_modules/@stoplight/spectral-cli/dist/index.js');
+const REDOCLY = join(ROOT, 'node_modules/@redocly/cli/bin/cli.js');
+const TSC = join(ROOT, 'node_modules/typescript/bin/tsc');
 
-describe('Spectral', () => {
-  it('finds no error, warning, info or hint with its OpenAPI ruleset, whatever the configuration', {
-    timeout: 60_000,
-  }, async () => {
-    const variants: Partial<Config>[] = [{}, { contextPath: '/svc', rateLimitMax: 0, metricsEnabled: false }];
-    const dir = await mkdtemp(join(tmpdir(), 'greeting-service-spectral-'));
+/** The configurations that change the document. */
+const VARIANTS: Partial<Config>[] = [{}, { contextPath: '/svc' }, { rateLimitMax: 0 }, { metricsEnabled: false }];
+
+describe('the linters', { timeout: 120_000 }, () => {
+  let dir: string;
+  let files: string[];
+  before(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'greeting-service-openapi-'));
+    files = await Promise.all(
+      VARIANTS.map(async (overrides, i) => {
+        const client = await injectClient(overrides);
+        const file = join(dir, `openapi-${i}.json`);
+        const res = await client.send({ path: `${overrides.contextPath ?? ''}/openapi.json` });
+        assert.equal(res.status, 200);
+        await writeFile(file, res.text);
+        await client.close();
+        return file;
+      }),
+    );
+  });
+  after(() => rm(dir, { recursive: true, force: true }));
+
+  it('Spectral finds no error, warning, info or hint with its OpenAPI ruleset, whatever the configuration', async () => {
+    // One run for every document: starting Spectral is most of its cost.
+    const output = join(dir, 'spectral.json');
+    const args = [SPECTRAL, 'lint', '--ruleset', join(ROOT, '.spectral.yaml'), '--format', 'json', '--output', output];
+    await run(process.execPath, [...args, ...files], { cwd: ROOT });
+    const results = JSON.parse(await readFile(output, 'utf8')) as Record<'code' | 'message' | 'source', string>[];
+    assert.deepEqual(
+      results.map(({ code, message, source }) => `${source}: ${code}: ${message}`),
+      [],
+    );
+  });
+
+  it('Redocly finds no error and no warning with its recommended ruleset, whatever the configuration', async () => {
+    // No usage report and no look for a newer version: the test talks to no one.
+    const env = { ...process.env, REDOCLY_TELEMETRY: 'off', REDOCLY_SUPPRESS_UPDATE_NOTICE: 'true' };
+    const args = [REDOCLY, 'lint', '--config', join(ROOT, 'redocly.yaml'), '--format', 'json'];
+    const { stdout } = await run(process.execPath, [...args, ...files], { cwd: ROOT, env }).catch(
+      (error: { stdout: string }) => ({ stdout: error.stdout }),
+    );
+    // One JSON report per document, one after the other.
+    const reports = stdout
+      .split(/(?=\{\s*"totals")/)
+      .filter((text) => text.trim() !== '')
+      .map((text) => JSON.parse(text));
+    assert.equal(reports.length, files.length, stdout);
+    const problems = reports.flatMap((report: Json, i: number) =>
+      report.problems.map((p: Json) => `${files[i]}: ${p.ruleId}: ${p.message} (${p.location?.[0]?.pointer})`),
+    );
+    assert.deepEqual(problems, []);
+  });
+});
+
+describe('a client generated with openapi-typescript', { timeout: 60_000 }, () => {
+  it('names the schemas and types the exact decimals as text, not numbers', async () => {
+    const client = await injectClient();
+    const doc = (await client.send({ path: '/openapi.json' })).json();
+    await client.close();
+    // What a client that reads decimals exactly does: the generator's transform for the format.
+    const types = await openapiTS(doc, {
+      transform: (schema) => ((schema as { format?: string }).format === 'decimal' ? 'string' : undefined),
+    });
+    const dir = await mkdtemp(join(tmpdir(), 'greeting-service-client-'));
     try {
-      const files = await Promise.all(
-        variants.map(async (overrides, i) => {
-          const client = await injectClient(overrides);
-          const file = join(dir, `openapi-${i}.json`);
-          const res = await client.send({ path: `${overrides.contextPath ?? ''}/openapi.json` });
-          assert.equal(res.status, 200);
-          await writeFile(file, res.text);
-          await client.close();
-          return file;
-        }),
+      await writeFile(join(dir, 'api.d.ts'), types);
+      await writeFile(
+        join(dir, 'uses.ts'),
+        `import type { components, paths } from './api';
+type Schemas = components['schemas'];
+export const profile: Schemas['Profile'] = { name: 'Ada', email: null, bio: 'x' };
+export const exchange: Schemas['ExchangeResult'] = { from: 'USD', to: 'EUR', amount: '100', rate: '0.92', result: '92' };
+export const currency: Schemas['Currency'] = { code: 'EUR', rate: '0.92' };
+export const offset: Schemas['CurrencyOffsetPage'] = { data: [currency], pagination: { page: 1, per_page: 20, total: 1, total_pages: 1 } };
+export const cursor: Schemas['CurrencyCursorPage'] = { data: [], pagination: { next_cursor: '', has_more: false, limit: 20 } };
+export const hello: Schemas['HelloMessage'] = { message: 'Hello, World!', timestamp: '2026-01-02T03:04:05.678' };
+export const greeting: Schemas['Greeting'] = { greeting: 'Hello, Ada!' };
+export const search: Schemas['SearchResult'] = { keyword: 'k', page: 1, results: 'r' };
+export const echo: Schemas['Echo'] = { received: {}, echo: true, timestamp: '2026-01-02T03:04:05.678' };
+export const health: Schemas['Health'] = { status: 'ok' };
+export const code: Schemas['ErrorEnvelope']['error']['code'] = 'RATE_LIMIT_EXCEEDED';
+export const answer: paths['/profile']['get']['responses'][200]['content']['application/json'] = profile;
+`,
       );
-      // One run for every document: starting Spectral is most of its cost.
-      const output = join(dir, 'results.json');
-      const args = [
-        SPECTRAL,
-        'lint',
-        '--ruleset',
-        join(ROOT, '.spectral.yaml'),
-        '--format',
-        'json',
-        '--output',
-        output,
-      ];
-      await promisify(execFile)(process.execPath, [...args, ...files], { cwd: ROOT });
-      const results = JSON.parse(await readFile(output, 'utf8')) as Record<'code' | 'message' | 'source', string>[];
-      assert.deepEqual(
-        results.map(({ code, message, source }) => `${source}: ${code}: ${message}`),
-        [],
+      await writeFile(
+        join(dir, 'misuses.ts'),
+        `import type { components } from './api';
+export function total(exchange: components['schemas']['ExchangeResult']): number {
+  return exchange.amount * 2;
+}
+`,
       );
+      const tsc = (file: string) =>
+        run(
+          process.execPath,
+          [
+            TSC,
+            '--noEmit',
+            '--strict',
+            '--module',
+            'esnext',
+            '--moduleResolution',
+            'bundler',
+            '--target',
+            'es2022',
+            file,
+          ],
+          {
+            cwd: dir,
+          },
+        );
+      await tsc('uses.ts');
+      const failed = await tsc('misuses.ts').then(
+        () => '',
+        (error: { stdout: string }) => error.stdout,
+      );
+      assert.match(failed, /misuses\.ts.*error TS2362/);
     } finally {
       await rm(dir, { recursive: true, force: true });
     }

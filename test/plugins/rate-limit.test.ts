@@ -77,7 +77,7 @@ for (const [transport, connect] of transports) {
     });
 
     it('gives a client one counter for all /api routes, errors included', async () => {
-      const c = await client({ rateLimitMax: 7 });
+      const c = await client({ rateLimitMax: 8 });
       const requests = [
         { path: '/api/search?keyword=a', status: 200 },
         // The route decides, not the spelling of the path.
@@ -87,14 +87,17 @@ for (const [transport, connect] of transports) {
         { path: '/api', status: 404 },
         { path: '/api/hello', method: 'DELETE', status: 405 },
         { path: '/api/echo', method: 'POST', headers: { 'content-type': 'text/plain' }, body: 'x', status: 415 },
+        // Refused before routing, and counted all the same.
+        { path: '/api/%E0%A4%A', status: 400 },
       ];
       for (const [i, { status, ...request }] of requests.entries()) {
         const res = await c.send(request);
         assert.equal(res.status, status, res.text);
-        assertLimits(res, 7, 6 - i, 60);
+        assertLimits(res, 8, 7 - i, 60);
       }
-      assertLimited(await c.send({ path: '/api/nope' }), 7, 60);
-      assertLimited(await c.send({ path: '/api/hello' }), 7, 60);
+      assertLimited(await c.send({ path: '/api/nope' }), 8, 60);
+      assertLimited(await c.send({ path: '/api/hello' }), 8, 60);
+      assertLimited(await c.send({ path: '/api/%E0%A4%A' }), 8, 60);
     });
 
     it('starts counting again when the window ends', async () => {
