@@ -10,7 +10,7 @@ export interface CurrencyRoutesOptions {
   cursorSecret: string;
 }
 
-const CurrencyItem = Type.Object(
+export const CurrencyItem = Type.Object(
   {
     code: Type.Optional(Type.String({ description: 'ISO 4217 code.', examples: ['EUR'] })),
     name: Type.Optional(Type.String({ examples: ['Euro'] })),
@@ -40,6 +40,8 @@ const WHOLE = new Map(CURRENCIES.map((currency) => [currency, toJson(currency)])
 
 const asJson = (currency: Partial<Currency>) => WHOLE.get(currency as Currency) ?? toJson(currency);
 
+export const CurrencyListQuery = collectionQuery(CURRENCY_COLLECTION);
+
 export const currencyRoutes: FastifyPluginAsyncTypebox<CurrencyRoutesOptions> = async (app, { cursorSecret }) => {
   const currencies = new Collection(CURRENCY_COLLECTION, cursorSecret);
 
@@ -54,7 +56,7 @@ export const currencyRoutes: FastifyPluginAsyncTypebox<CurrencyRoutesOptions> = 
           'Offset pagination by default (`page`, `per_page`); cursor pagination when `cursor` or `limit` is ' +
           'given. Filters, search, sorting and field selection apply to both.',
         tags: ['currencies'],
-        querystring: collectionQuery(CURRENCY_COLLECTION),
+        querystring: CurrencyListQuery,
         response: { 200: collectionPage(CurrencyItem, 'Currency'), ...errorResponses(400) },
       },
     },

@@ -16,7 +16,7 @@ const AnyObject = Type.Object(
   },
 );
 
-const Echo = Type.Object(
+export const Echo = Type.Object(
   {
     received: Type.Object({}, { additionalProperties: true, description: 'The request body, unchanged in content.' }),
     echo: Type.Literal(true),

@@ -20,7 +20,7 @@ const ExchangeQuery = Type.Object({
   }),
 });
 
-const Exchange = Type.Object(
+export const Exchange = Type.Object(
   {
     from: Type.String({ description: 'The source currency, upper case.', examples: ['USD'] }),
     to: Type.String({ description: 'The target currency, upper case.', examples: ['EUR'] }),

@@ -13,6 +13,16 @@ export interface HealthRoutesOptions {
  * stores cannot serve (Redis unreachable), saying why; liveness stays 200 then, since a restart
  * would not bring Redis back.
  */
+export const Health = Type.Object(
+  { status: Type.Literal('ok') },
+  { additionalProperties: false, title: 'Health', examples: [{ status: 'ok' }] },
+);
+
+export const Readiness = Type.Object(
+  { status: Type.Literal('ready') },
+  { additionalProperties: false, title: 'Readiness', examples: [{ status: 'ready' }] },
+);
+
 export const healthRoutes: FastifyPluginAsyncTypebox<HealthRoutesOptions> = async (app, { stores }) => {
   app.get(
     '/healthz',
@@ -23,10 +33,7 @@ export const healthRoutes: FastifyPluginAsyncTypebox<HealthRoutesOptions> = asyn
         description: 'The process is up and answering.',
         tags: ['operations'],
         response: {
-          200: Type.Object(
-            { status: Type.Literal('ok') },
-            { additionalProperties: false, title: 'Health', examples: [{ status: 'ok' }] },
-          ),
+          200: Health,
         },
       },
     },
@@ -42,10 +49,7 @@ export const healthRoutes: FastifyPluginAsyncTypebox<HealthRoutesOptions> = asyn
         description: 'Ready for traffic; 503 while shutting down or while Redis is unavailable, saying why.',
         tags: ['operations'],
         response: {
-          200: Type.Object(
-            { status: Type.Literal('ready') },
-            { additionalProperties: false, title: 'Readiness', examples: [{ status: 'ready' }] },
-          ),
+          200: Readiness,
           ...errorResponses(503),
         },
       },

@@ -6,12 +6,12 @@ import { LocalDateTime } from '../schemas.js';
 
 const GREETING = 'Hello, World!';
 
-const HelloMessage = Type.Object(
+export const HelloMessage = Type.Object(
   { message: Type.String({ examples: [GREETING] }), timestamp: LocalDateTime },
   { additionalProperties: false, title: 'HelloMessage' },
 );
 
-const Greeting = Type.Object(
+export const Greeting = Type.Object(
   { greeting: Type.String({ examples: ['Hello, Ada!'] }) },
   { additionalProperties: false, title: 'Greeting' },
 );

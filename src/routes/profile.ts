@@ -66,7 +66,7 @@ const VERSION_HEADERS = {
   'Cache-Control': Type.Literal('no-cache', { description: 'A cache must ask again (If-None-Match) before reuse.' }),
 };
 
-const ProfileSchema = Type.Object(
+export const ProfileSchema = Type.Object(
   { name: Name, email: Email, bio: Bio },
   {
     additionalProperties: false,
@@ -79,7 +79,7 @@ const ProfileSchema = Type.Object(
 /** The profile as an answer: with its version's headers. */
 const ProfileBody = { ...ProfileSchema, headers: VERSION_HEADERS };
 
-const FieldsBody = Type.Object(
+export const FieldsBody = Type.Object(
   { name: Type.Optional(Name), email: Type.Optional(Email), bio: Type.Optional(Bio) },
   {
     additionalProperties: false,

@@ -5,7 +5,7 @@ import { errorResponses } from '../errors.js';
 const MAX_PAGE = 2_147_483_647;
 const DEFAULT_PAGE = 1;
 
-const SearchQuery = Type.Object({
+export const SearchQuery = Type.Object({
   keyword: Type.String({
     description: 'What to search for; must not be blank.',
     pattern: '\\S',
@@ -24,7 +24,7 @@ const SearchQuery = Type.Object({
   ),
 });
 
-const SearchResult = Type.Object(
+export const SearchResult = Type.Object(
   {
     keyword: Type.String({ examples: ['books'] }),
     page: Type.Integer({ examples: [2] }),

@@ -1,0 +1,403 @@
+import type { Static } from 'typebox';
+import type { CurrencyListQuery, CurrencyItem as CurrencySchema } from '../routes/currencies.js';
+import type { Echo as EchoSchema } from '../routes/echo.js';
+import type { Exchange as ExchangeSchema } from '../routes/exchange.js';
+import type { Health as HealthSchema, Readiness as ReadinessSchema } from '../routes/health.js';
+import type { Greeting as GreetingSchema, HelloMessage as HelloMessageSchema } from '../routes/hello.js';
+import type { FieldsBody as ProfileChangesSchema, ProfileSchema } from '../routes/profile.js';
+import type { SearchQuery as SearchQuerySchema, SearchResult as SearchResultSchema } from '../routes/search.js';
+import { type ExactJson, type JsonInput, JsonNumber, parseExactJson, stringifyExactJson } from './exact-json.js';
+
+/**
+ * A typed client of the Greeting and Echo Service: one method per operation, the service's own
+ * schemas as its types, exact decimals, typed errors and safe retries. An ES module that needs
+ * nothing but the platform's `fetch`: Node 20 and later, and browsers.
+ */
+
+export { type ExactJson, type JsonInput, JsonNumber, parseExactJson, stringifyExactJson };
+
+/** A decimal number as the service wrote it, every digit kept: `"80484237894052649.31"`. */
+export type DecimalString = string;
+
+export type HelloMessage = Static<typeof HelloMessageSchema>;
+export type Greeting = Static<typeof GreetingSchema>;
+export type SearchResult = Static<typeof SearchResultSchema>;
+export type SearchQuery = Static<typeof SearchQuerySchema>;
+export type Profile = Static<typeof ProfileSchema>;
+/** The fields a write sets: for `update` and `patch` those given, `null` included; for `replace` all, missing ones `null`. */
+export type ProfileChanges = Static<typeof ProfileChangesSchema>;
+export type Health = Static<typeof HealthSchema>;
+export type Readiness = Static<typeof ReadinessSchema>;
+
+/** A conversion: `amount`, `rate` and `result` as exact decimal strings, never through a binary double. */
+export type ExchangeResult = Omit<Static<typeof ExchangeSchema>, 'amount' | 'rate' | 'result'> & {
+  amount: DecimalString;
+  rate: DecimalString;
+  result: DecimalString;
+};
+
+/** A currency of the table, its `rate` an exact decimal string. */
+export type Currency = Required<Omit<Static<typeof CurrencySchema>, 'rate'>> & { rate: DecimalString };
+export type CurrencyField = keyof Currency;
+
+/** What the echo answers: the body as the service received it, its numbers `JsonNumber`s with every digit. */
+export type EchoResult = Omit<Static<typeof EchoSchema>, 'received'> & { received: { [key: string]: ExactJson } };
+
+type ListQuery = Static<typeof CurrencyListQuery>;
+
+/** The query of `currencies.list`: the service's, with `sort` and `fields` as lists. */
+export type CurrencyQuery<F extends CurrencyField = CurrencyField> = Omit<ListQuery, 'sort' | 'fields'> & {
+  /** Field names, each ascending, or descending with a leading `-`. */
+  sort?: readonly (CurrencyField | `-${CurrencyField}`)[];
+  fields?: readonly F[];
+};
+
+export interface OffsetPage<T> {
+  data: T[];
+  pagination: { page: number; per_page: number; total: number; total_pages: number };
+}
+export interface CursorPage<T> {
+  data: T[];
+  pagination: { next_cursor: string; has_more: boolean; limit: number };
+}
+
+/** The profile and the entity tag of its version, for conditional writes. */
+export interface VersionedProfile {
+  profile: Profile;
+  etag: string;
+}
+
+export interface RetryOptions {
+  /** Tries in all, the first included; 1 turns retries off. Default 3. */
+  attempts?: number;
+  /** The longest wait before a retry; a `Retry-After` beyond it ends the retries. Default 10 000 ms. */
+  maxDelayMs?: number;
+  /** Also retry POST and PATCH, which may then be applied twice. Default false. */
+  unsafeMethods?: boolean;
+}
+
+export interface ClientOptions {
+  /** The service's address, with its context path if it has one: `http://localhost:8080`, `https://host/svc`. */
+  baseUrl: string | URL;
+  /** The `fetch` to send with; the platform's by default. */
+  fetch?: typeof fetch;
+  /** Headers sent with every request. */
+  headers?: Readonly<Record<string, string>>;
+  /** Retries of 429 and 503 answers; `false` for none. */
+  retry?: RetryOptions | false;
+}
+
+export interface CallOptions {
+  /** Sent as `X-Request-Id`: 1 to 128 of `A-Z a-z 0-9 . _ : -`, or the service makes its own. */
+  requestId?: string;
+  signal?: AbortSignal;
+  headers?: Readonly<Record<string, string>>;
+}
+
+export interface WriteOptions extends CallOptions {
+  /** The write is made only if this names the profile's current version (`etag` of a read), else 412. */
+  ifMatch?: string;
+  /** `*`: the write is made only if the profile has no version the client knows of; else 412. */
+  ifNoneMatch?: string;
+}
+
+/** One item of an error envelope's `details`. */
+export interface ErrorDetail {
+  field: string;
+  message: string;
+  value: unknown;
+}
+
+/** The service answered with an error: its status, and the envelope's code, message, details and request id. */
+export class ApiError extends Error {
+  override name = 'ApiError';
+  readonly status: number;
+  /** The envelope's code (`VALIDATION_ERROR`, ...), or `UNEXPECTED_RESPONSE` for an answer that is no envelope. */
+  readonly code: string;
+  readonly details: ErrorDetail[];
+  /** The request's id: the envelope's `request_id`, else the `X-Request-Id` header. */
+  readonly requestId: string | null;
+  readonly headers: Headers;
+
+  constructor(
+    status: number,
+    code: string,
+    message: string,
+    details: ErrorDetail[],
+    requestId: string | null,
+    headers: Headers,
+  ) {
+    super(message);
+    this.status = status;
+    this.code = code;
+    this.details = details;
+    this.requestId = requestId;
+    this.headers = headers;
+  }
+}
+
+/** A 412: the profile's version is not the one the write named (`ifMatch`); read it again and retry. */
+export class PreconditionFailedError extends ApiError {
+  override name = 'PreconditionFailedError';
+}
+
+/** No answer came: the service could not be reached, the connection failed, or the call was aborted. */
+export class NetworkError extends Error {
+  override name = 'NetworkError';
+}
+
+const IDEMPOTENT = new Set(['GET', 'HEAD', 'PUT', 'DELETE', 'OPTIONS']);
+const RETRIED_STATUSES = new Set([429, 503]);
+const DEFAULT_RETRY: Required<RetryOptions> = { attempts: 3, maxDelayMs: 10_000, unsafeMethods: false };
+/** The fields of a currency and of an exchange whose numbers are exact decimals. */
+const CURRENCY_DECIMALS = ['rate'] as const;
+const EXCHANGE_DECIMALS = ['amount', 'rate', 'result'] as const;
+
+interface Call extends CallOptions {
+  method: string;
+  path: string;
+  query?: Record<string, string | undefined>;
+  body?: JsonInput;
+  contentType?: string;
+  ifMatch?: string;
+  ifNoneMatch?: string;
+}
+
+/** Milliseconds to wait that `Retry-After` asks for (seconds or an HTTP date), or null when it says nothing usable. */
+function retryAfterMs(value: string | null): number | null {
+  if (value === null) return null;
+  if (/^\d+$/.test(value.trim())) return Number(value.trim()) * 1000;
+  const date = Date.parse(value);
+  return Number.isNaN(date) ? null : Math.max(0, date - Date.now());
+}
+
+function sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal?.aborted) return reject(new NetworkError('The call was aborted.', { cause: signal.reason }));
+    const timer = setTimeout(resolve, ms);
+    signal?.addEventListener(
+      'abort',
+      () => {
+        clearTimeout(timer);
+        reject(new NetworkError('The call was aborted.', { cause: signal.reason }));
+      },
+      { once: true },
+    );
+  });
+}
+
+/** The decimals of an answer's object as their exact text, every other number as a `number`. */
+function withDecimals<T>(value: ExactJson, decimals: readonly string[]): T {
+  const object = value as Record<string, ExactJson>;
+  const out: Record<string, unknown> = {};
+  for (const [key, member] of Object.entries(object)) {
+    if (member instanceof JsonNumber) out[key] = decimals.includes(key) ? member.text : Number(member.text);
+    else out[key] = member;
+  }
+  return out as T;
+}
+
+function ensureSlash(url: URL): URL {
+  return url.pathname.endsWith('/') ? url : new URL(`${url.pathname}/`, url);
+}
+
+/** The client. `createClient({ baseUrl: 'http://localhost:8080' })`. */
+export function createClient(options: ClientOptions) {
+  const base = ensureSlash(new URL(options.baseUrl));
+  const send = options.fetch ?? globalThis.fetch;
+  const retry = options.retry === false ? { ...DEFAULT_RETRY, attempts: 1 } : { ...DEFAULT_RETRY, ...options.retry };
+
+  /** Sends a request, retrying where that is safe; the answer's text, or the error it makes. */
+  async function call(request: Call): Promise<{ status: number; headers: Headers; text: string }> {
+    const url = new URL(request.path.replace(/^\//, ''), base);
+    for (const [name, value] of Object.entries(request.query ?? {})) {
+      if (value !== undefined) url.searchParams.append(name, value);
+    }
+    const headers = new Headers({ accept: 'application/json', ...options.headers, ...request.headers });
+    if (request.requestId !== undefined) headers.set('x-request-id', request.requestId);
+    if (request.ifMatch !== undefined) headers.set('if-match', request.ifMatch);
+    if (request.ifNoneMatch !== undefined) headers.set('if-none-match', request.ifNoneMatch);
+    const body = request.body === undefined ? undefined : stringifyExactJson(request.body);
+    if (body !== undefined) headers.set('content-type', request.contentType ?? 'application/json');
+    const retried = IDEMPOTENT.has(request.method) || retry.unsafeMethods;
+
+    for (let attempt = 1; ; attempt++) {
+      let response: Response;
+      try {
+        response = await send(url, { method: request.method, headers, body, signal: request.signal });
+      } catch (error) {
+        throw new NetworkError(`${request.method} ${url.pathname} got no answer: ${(error as Error).message}`, {
+          cause: error,
+        });
+      }
+      const text = await response.text();
+      if (response.ok || response.status === 304) {
+        return { status: response.status, headers: response.headers, text };
+      }
+      const wait = retryAfterMs(response.headers.get('retry-after')) ?? 0;
+      if (retried && RETRIED_STATUSES.has(response.status) && attempt < retry.attempts && wait <= retry.maxDelayMs) {
+        await sleep(wait, request.signal);
+        continue;
+      }
+      throw errorOf(response, text);
+    }
+  }
+
+  const profile = {
+    /** The profile and its ETag. With `ifNoneMatch` naming the current tag: `null`, the caller's copy is current. */
+    async get(callOptions: CallOptions & { ifNoneMatch?: string } = {}): Promise<VersionedProfile | null> {
+      const { status, headers, text } = await call({ method: 'GET', path: '/api/profile', ...callOptions });
+      if (status === 304) return null;
+      return { profile: JSON.parse(text) as Profile, etag: headers.get('etag') ?? '' };
+    },
+    /** POST: the fields given change, `null` included; the others stay. */
+    update: (changes: ProfileChanges, writeOptions: WriteOptions = {}) => write('POST', changes, writeOptions),
+    /** PATCH as a JSON merge patch: the same as `update`. */
+    patch: (changes: ProfileChanges, writeOptions: WriteOptions = {}) =>
+      write('PATCH', changes, writeOptions, 'application/merge-patch+json'),
+    /** PUT: the whole profile; fields not given become `null`. */
+    replace: (fields: ProfileChanges, writeOptions: WriteOptions = {}) => write('PUT', fields, writeOptions),
+  };
+
+  async function write(
+    method: string,
+    changes: ProfileChanges,
+    writeOptions: WriteOptions,
+    contentType?: string,
+  ): Promise<VersionedProfile> {
+    const { headers, text } = await call({
+      method,
+      path: '/api/profile',
+      body: changes as JsonInput,
+      ...(contentType !== undefined && { contentType }),
+      ...writeOptions,
+    });
+    return { profile: JSON.parse(text) as Profile, etag: headers.get('etag') ?? '' };
+  }
+
+  function currencyQuery(query: CurrencyQuery): Record<string, string | undefined> {
+    const { sort, fields, ...rest } = query;
+    const out: Record<string, string | undefined> = {};
+    for (const [name, value] of Object.entries(rest)) out[name] = value === undefined ? undefined : String(value);
+    if (sort !== undefined) out.sort = sort.join(',');
+    if (fields !== undefined) out.fields = fields.join(',');
+    return out;
+  }
+
+  const currencies = {
+    /** One page: offset pagination by default, cursor pagination with `limit` or `cursor`. */
+    async list<F extends CurrencyField = CurrencyField>(
+      query: CurrencyQuery<F> = {},
+      callOptions: CallOptions = {},
+    ): Promise<OffsetPage<Pick<Currency, F>> | CursorPage<Pick<Currency, F>>> {
+      const { text } = await call({
+        method: 'GET',
+        path: '/api/currencies',
+        query: currencyQuery(query),
+        ...callOptions,
+      });
+      const page = parseExactJson(text) as { data: ExactJson[]; pagination: ExactJson };
+      return {
+        data: page.data.map((item) => withDecimals<Pick<Currency, F>>(item, CURRENCY_DECIMALS)),
+        pagination: withDecimals(page.pagination, []),
+      } as OffsetPage<Pick<Currency, F>> | CursorPage<Pick<Currency, F>>;
+    },
+    /** Every currency that matches, page after page, following the cursors to the end. */
+    async *all<F extends CurrencyField = CurrencyField>(
+      query: Omit<CurrencyQuery<F>, 'page' | 'per_page' | 'cursor'> = {},
+      callOptions: CallOptions = {},
+    ): AsyncGenerator<Pick<Currency, F>, void, undefined> {
+      let cursor: string | undefined;
+      do {
+        const page = (await currencies.list<F>(
+          { ...query, limit: query.limit ?? 100, ...(cursor !== undefined && { cursor }) },
+          callOptions,
+        )) as CursorPage<Pick<Currency, F>>;
+        yield* page.data;
+        cursor = page.pagination.has_more ? page.pagination.next_cursor : undefined;
+      } while (cursor !== undefined);
+    },
+    /** One currency by its code, in any case. */
+    async get<F extends CurrencyField = CurrencyField>(
+      code: string,
+      query: { fields?: readonly F[] } = {},
+      callOptions: CallOptions = {},
+    ): Promise<Pick<Currency, F>> {
+      const { text } = await call({
+        method: 'GET',
+        path: `/api/currencies/${encodeURIComponent(code)}`,
+        query: { fields: query.fields?.join(',') },
+        ...callOptions,
+      });
+      return withDecimals(parseExactJson(text), CURRENCY_DECIMALS);
+    },
+  };
+
+  return {
+    async hello(callOptions: CallOptions = {}): Promise<HelloMessage> {
+      return JSON.parse((await call({ method: 'GET', path: '/api/hello', ...callOptions })).text);
+    },
+    async greeting(name: string, callOptions: CallOptions = {}): Promise<Greeting> {
+      const path = `/api/hello/${encodeURIComponent(name)}`;
+      return JSON.parse((await call({ method: 'GET', path, ...callOptions })).text);
+    },
+    async search(query: SearchQuery, callOptions: CallOptions = {}): Promise<SearchResult> {
+      const params = { keyword: query.keyword, page: query.page === undefined ? undefined : String(query.page) };
+      return JSON.parse((await call({ method: 'GET', path: '/api/search', query: params, ...callOptions })).text);
+    },
+    /** Posts any JSON object; `bigint` and `JsonNumber` values are sent with every digit. */
+    async echo(
+      body: { readonly [key: string]: JsonInput | undefined },
+      callOptions: CallOptions = {},
+    ): Promise<EchoResult> {
+      const { text } = await call({ method: 'POST', path: '/api/echo', body, ...callOptions });
+      const answer = parseExactJson(text) as Record<string, ExactJson>;
+      return { received: answer.received as EchoResult['received'], echo: true, timestamp: answer.timestamp as string };
+    },
+    profile,
+    /** Converts `amount` (a decimal string, or a number, bigint or JsonNumber written exactly) from one currency to another. */
+    async exchange(
+      query: { from: string; to: string; amount: DecimalString | number | bigint | JsonNumber },
+      callOptions: CallOptions = {},
+    ): Promise<ExchangeResult> {
+      const amount = query.amount instanceof JsonNumber ? query.amount.text : String(query.amount);
+      const { text } = await call({
+        method: 'GET',
+        path: '/api/exchange',
+        query: { from: query.from, to: query.to, amount },
+        ...callOptions,
+      });
+      return withDecimals(parseExactJson(text), EXCHANGE_DECIMALS);
+    },
+    currencies,
+    async health(callOptions: CallOptions = {}): Promise<Health> {
+      return JSON.parse((await call({ method: 'GET', path: '/healthz', ...callOptions })).text);
+    },
+    /** `{ status: 'ready' }`; a service that is not ready answers 503, thrown as an ApiError. */
+    async readiness(callOptions: CallOptions = {}): Promise<Readiness> {
+      return JSON.parse((await call({ method: 'GET', path: '/readyz', ...callOptions })).text);
+    },
+  };
+}
+
+export type Client = ReturnType<typeof createClient>;
+
+/** The error a non-2xx answer makes: the envelope's fields when it is one, `UNEXPECTED_RESPONSE` otherwise. */
+function errorOf(response: Response, text: string): ApiError {
+  const headerId = response.headers.get('x-request-id');
+  let envelope: { code?: unknown; message?: unknown; details?: unknown; request_id?: unknown } | undefined;
+  try {
+    envelope = (JSON.parse(text) as { error?: typeof envelope }).error;
+  } catch {
+    envelope = undefined;
+  }
+  const Kind = response.status === 412 ? PreconditionFailedError : ApiError;
+  if (envelope === undefined || typeof envelope.code !== 'string' || typeof envelope.message !== 'string') {
+    const type = response.headers.get('content-type') ?? 'no content type';
+    const message = `HTTP ${response.status} with ${type}, not the service's error envelope.`;
+    return new Kind(response.status, 'UNEXPECTED_RESPONSE', message, [], headerId, response.headers);
+  }
+  const details = Array.isArray(envelope.details) ? (envelope.details as ErrorDetail[]) : [];
+  const id = typeof envelope.request_id === 'string' ? envelope.request_id : headerId;
+  return new Kind(response.status, envelope.code, envelope.message, details, id, response.headers);
+}

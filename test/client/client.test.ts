@@ -1,0 +1,282 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import type { FastifyInstance } from 'fastify';
+import { buildApp } from '../../src/app.js';
+import {
+  ApiError,
+  type Client,
+  createClient,
+  JsonNumber,
+  NetworkError,
+  PreconditionFailedError,
+} from '../../src/client/index.js';
+import type { Config } from '../../src/config.js';
+import { testConfig } from '../helpers.js';
+import { REDIS_SERVER_MISSING, REDIS_SKIP_REASON, RedisServer } from '../redis-server.js';
+
+/** A service listening on a free loopback port, and a client of it. */
+async function serve(
+  overrides: Partial<Config> = {},
+): Promise<{ app: FastifyInstance; client: Client; origin: string }> {
+  const app = await buildApp(testConfig(overrides));
+  const origin = await app.listen({ host: '127.0.0.1', port: 0 });
+  return { app, client: createClient({ baseUrl: origin }), origin };
+}
+
+/** The error a promise rejects with, checked to be of `type`. */
+async function rejection<E extends Error>(promise: Promise<unknown>, type: new (...args: never[]) => E): Promise<E> {
+  try {
+    await promise;
+  } catch (error) {
+    assert.ok(error instanceof type, `${(error as Error).name}: ${(error as Error).message}`);
+    return error;
+  }
+  assert.fail('expected a rejection');
+}
+
+describe('the client, against the service in memory', () => {
+  let app: FastifyInstance;
+  let client: Client;
+  let origin: string;
+  before(async () => {
+    ({ app, client, origin } = await serve());
+  });
+  after(() => app.close());
+
+  it('greets, searches and reports health', async () => {
+    const hello = await client.hello();
+    assert.equal(hello.message, 'Hello, World!');
+    assert.match(hello.timestamp, /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}$/);
+    assert.deepEqual(await client.greeting('Wörld 🌍 / ?#%'), { greeting: 'Hello, Wörld 🌍 / ?#%!' });
+    assert.deepEqual(await client.search({ keyword: 'a&b=c', page: 2 }), {
+      keyword: 'a&b=c',
+      page: 2,
+      results: "Search results for 'a&b=c' (page 2)",
+    });
+    assert.deepEqual(await client.health(), { status: 'ok' });
+    assert.deepEqual(await client.readiness(), { status: 'ready' });
+  });
+
+  it('echoes numbers beyond 2^53 and long decimals with every digit, keys and __proto__ as sent', async () => {
+    const body = {
+      big: 2n ** 64n + 1n,
+      long: new JsonNumber('0.1000000000000000000000000001'),
+      exp: new JsonNumber('1E+400'),
+      list: [1, 'two', null, true],
+      ['__proto__']: { x: 1 },
+    };
+    const { received, echo } = await client.echo(body);
+    assert.equal(echo, true);
+    assert.deepEqual(Object.keys(received), ['big', 'long', 'exp', 'list', '__proto__']);
+    assert.equal((received.big as JsonNumber).text, '18446744073709551617');
+    assert.equal((received.long as JsonNumber).text, '0.1000000000000000000000000001');
+    assert.equal((received.exp as JsonNumber).text, '1E+400');
+    assert.equal(Number(((received.list as unknown[])[0] as JsonNumber).text), 1);
+  });
+
+  it('converts exactly, beyond what a double holds: amount, rate and result are decimal strings', async () => {
+    const result = await client.exchange({ from: 'USD', to: 'VND', amount: '999999999999.99' });
+    assert.equal(typeof result.result, 'string');
+    assert.equal(typeof result.rate, 'string');
+    assert.equal(result.amount, '999999999999.99');
+    const served = await (await fetch(`${origin}/api/exchange?from=USD&to=VND&amount=999999999999.99`)).text();
+    assert.ok(served.includes(`"result":${result.result},`) || served.endsWith(`"result":${result.result}}`), served);
+    assert.ok(BigInt(result.result.split('.')[0] ?? '') > 2n ** 53n, result.result);
+    const same = await client.exchange({ from: 'eur', to: 'EUR', amount: 123456789012n });
+    assert.deepEqual(same, { from: 'EUR', to: 'EUR', amount: '123456789012', rate: '1', result: '123456789012' });
+    const precise = await client.exchange({ from: 'USD', to: 'USD', amount: new JsonNumber('0.0000000001') });
+    assert.equal(precise.result, '0.0000000001');
+  });
+
+  it('lists currencies by offset and by cursor, selects fields, and walks every page', async () => {
+    const first = await client.currencies.list({ per_page: 5, sort: ['-rate', 'code'], fields: ['code', 'rate'] });
+    assert.ok('total' in first.pagination);
+    assert.equal(first.data.length, 5);
+    for (const item of first.data) {
+      assert.deepEqual(Object.keys(item), ['code', 'rate']);
+      assert.equal(typeof item.rate, 'string');
+    }
+    const total = first.pagination.total;
+    const codes: string[] = [];
+    for await (const currency of client.currencies.all({ limit: 7, fields: ['code'] })) codes.push(currency.code);
+    assert.equal(codes.length, total);
+    assert.equal(new Set(codes).size, total);
+    const euro = await client.currencies.get('eur');
+    assert.equal(euro.code, 'EUR');
+    assert.equal(typeof euro.rate, 'string');
+    assert.equal(typeof euro.minor_units, 'number');
+  });
+
+  it('makes every error an ApiError with status, code, message, details, request id and headers', async () => {
+    const invalid = await rejection(client.search({ keyword: ' ', page: 0 }, { requestId: 'trace-42' }), ApiError);
+    assert.equal(invalid.status, 400);
+    assert.equal(invalid.code, 'VALIDATION_ERROR');
+    assert.equal(invalid.requestId, 'trace-42');
+    assert.equal(invalid.headers.get('x-request-id'), 'trace-42');
+    assert.deepEqual(
+      invalid.details.map(({ field }) => field),
+      ['keyword', 'page'],
+    );
+    const missing = await rejection(client.currencies.get('XXX'), ApiError);
+    assert.equal(missing.status, 404);
+    assert.equal(missing.code, 'NOT_FOUND');
+    const unsupported = await rejection(client.exchange({ from: 'USD', to: 'XXX', amount: '1' }), ApiError);
+    assert.equal(unsupported.code, 'UNSUPPORTED_CURRENCY');
+  });
+
+  it('tells an answer that is no envelope from one that is, and a failed connection from both', async () => {
+    const html = createClient({
+      baseUrl: origin,
+      fetch: async () =>
+        new Response('<h1>Bad Gateway</h1>', { status: 502, headers: { 'content-type': 'text/html' } }),
+    });
+    const error = await rejection(html.hello(), ApiError);
+    assert.equal(error.status, 502);
+    assert.equal(error.code, 'UNEXPECTED_RESPONSE');
+    const closed = await serve();
+    await closed.app.close();
+    await rejection(closed.client.hello(), NetworkError);
+  });
+});
+
+describe('the profile through the client, in memory', () => {
+  let app: FastifyInstance;
+  let client: Client;
+  before(async () => {
+    ({ app, client } = await serve());
+  });
+  after(() => app.close());
+
+  it('reads the profile with its ETag, writes it conditionally, and answers 304 as null', async () => {
+    const read = await client.profile.get();
+    assert.ok(read !== null);
+    assert.match(read.etag, /^"\d+"$/);
+    assert.equal(await client.profile.get({ ifNoneMatch: read.etag }), null);
+    const updated = await client.profile.update({ name: 'Ada' }, { ifMatch: read.etag });
+    assert.equal(updated.profile.name, 'Ada');
+    assert.notEqual(updated.etag, read.etag);
+    const patched = await client.profile.patch({ bio: 'Wrote the first program.' });
+    assert.deepEqual(patched.profile, { ...updated.profile, bio: 'Wrote the first program.' });
+    const replaced = await client.profile.replace({ email: 'ada@example.com' });
+    assert.deepEqual(replaced.profile, { name: null, email: 'ada@example.com', bio: null });
+  });
+
+  it('gives the loser of a race a PreconditionFailedError, and changes nothing for it', async () => {
+    const read = await client.profile.get();
+    assert.ok(read !== null);
+    const results = await Promise.allSettled([
+      client.profile.update({ name: 'first' }, { ifMatch: read.etag }),
+      client.profile.update({ name: 'second' }, { ifMatch: read.etag }),
+    ]);
+    const won = results.filter((r) => r.status === 'fulfilled');
+    const lost = results.filter((r) => r.status === 'rejected');
+    assert.equal(won.length, 1);
+    assert.equal(lost.length, 1);
+    const error = (lost[0] as PromiseRejectedResult).reason;
+    assert.ok(error instanceof PreconditionFailedError);
+    assert.equal(error.status, 412);
+    assert.equal(error.code, 'PRECONDITION_FAILED');
+    const now = await client.profile.get();
+    assert.equal(
+      now?.profile.name,
+      (won[0] as PromiseFulfilledResult<{ profile: { name: string } }>).value.profile.name,
+    );
+  });
+});
+
+describe('retries', () => {
+  let app: FastifyInstance;
+  let origin: string;
+  before(async () => {
+    ({ app, origin } = await serve({ rateLimitMax: 2, rateLimitWindowMs: 1000 }));
+  });
+  after(() => app.close());
+
+  it('retries a GET refused with 429 after the Retry-After the service sent, and succeeds', async () => {
+    const client = createClient({ baseUrl: origin });
+    const started = Date.now();
+    const answers = [];
+    for (let i = 0; i < 3; i++) answers.push(await client.hello());
+    assert.equal(answers.length, 3);
+    assert.ok(Date.now() - started >= 500, 'the third call waited for the window to end');
+  });
+
+  it('gives up on a 429 without retrying when retries are off, with the Retry-After header', async () => {
+    const client = createClient({ baseUrl: origin, retry: false });
+    let error: ApiError | undefined;
+    for (let i = 0; i < 3 && error === undefined; i++) {
+      try {
+        await client.hello();
+      } catch (thrown) {
+        error = thrown as ApiError;
+      }
+    }
+    assert.ok(error instanceof ApiError);
+    assert.equal(error.status, 429);
+    assert.equal(error.code, 'RATE_LIMIT_EXCEEDED');
+    assert.match(error.headers.get('retry-after') ?? '', /^\d+$/);
+  });
+
+  it('never retries a POST or PATCH unless asked, and stops when Retry-After is longer than allowed', async () => {
+    let calls = 0;
+    const busy = async () => {
+      calls++;
+      return new Response(
+        '{"error":{"code":"SERVICE_UNAVAILABLE","message":"Busy.","details":[],"timestamp":"","request_id":"x"}}',
+        {
+          status: 503,
+          headers: { 'content-type': 'application/json', 'retry-after': '0' },
+        },
+      );
+    };
+    const client = createClient({ baseUrl: origin, fetch: busy });
+    await rejection(client.profile.update({ name: 'Ada' }), ApiError);
+    assert.equal(calls, 1);
+    await rejection(client.profile.replace({ name: 'Ada' }), ApiError);
+    assert.equal(calls, 1 + 3, 'PUT is idempotent: three tries');
+    const unsafe = createClient({ baseUrl: origin, fetch: busy, retry: { unsafeMethods: true, attempts: 2 } });
+    await rejection(unsafe.profile.patch({ name: 'Ada' }), ApiError);
+    assert.equal(calls, 4 + 2);
+    const patient = createClient({
+      baseUrl: origin,
+      fetch: async () => new Response('', { status: 429, headers: { 'retry-after': '60' } }),
+      retry: { maxDelayMs: 1000 },
+    });
+    const started = Date.now();
+    await rejection(patient.hello(), ApiError);
+    assert.ok(Date.now() - started < 1000, 'no wait of 60 s');
+  });
+});
+
+describe('the client against two instances sharing Redis', { skip: REDIS_SERVER_MISSING && REDIS_SKIP_REASON }, () => {
+  let redis: RedisServer;
+  let one: Awaited<ReturnType<typeof serve>>;
+  let two: Awaited<ReturnType<typeof serve>>;
+  before(async () => {
+    redis = await RedisServer.start();
+    const shared = { redisUrl: redis.url, cursorSecret: 'a-secret-both-instances-share-0123456789' };
+    one = await serve(shared);
+    two = await serve(shared);
+  });
+  after(async () => {
+    await one?.app.close();
+    await two?.app.close();
+    await redis?.kill();
+  });
+
+  it('writes through one instance with the ETag read from the other, and loses a race as a 412', async () => {
+    const read = await one.client.profile.get();
+    assert.ok(read !== null);
+    const written = await two.client.profile.update({ name: 'Grace' }, { ifMatch: read.etag });
+    assert.equal((await one.client.profile.get())?.etag, written.etag);
+    await rejection(one.client.profile.update({ name: 'late' }, { ifMatch: read.etag }), PreconditionFailedError);
+  });
+
+  it('follows cursors issued by the other instance to the end', async () => {
+    const first = await one.client.currencies.list({ limit: 10 });
+    assert.ok('next_cursor' in first.pagination);
+    const rest = await two.client.currencies.list({ limit: 10, cursor: first.pagination.next_cursor });
+    assert.equal(rest.data.length, 10);
+    assert.notDeepEqual(rest.data[0], first.data[0]);
+  });
+});
