@@ -45,6 +45,19 @@ export interface Budget {
 
 const MAX_BODY = 16 * 1024 * 1024;
 
+/** The data of a chunked body, as far as it arrived. */
+function dechunk(body: Buffer): Buffer {
+  const parts: Buffer[] = [];
+  let at = 0;
+  for (;;) {
+    const eol = body.indexOf('\r\n', at);
+    const size = Number.parseInt(body.subarray(at, eol).toString('latin1'), 16);
+    if (eol < 0 || !(size > 0)) return Buffer.concat(parts);
+    parts.push(body.subarray(eol + 2, eol + 2 + size));
+    at = eol + 2 + size + 2;
+  }
+}
+
 /** Lowest count of requests left in the window before the client waits for the next window. */
 const QUOTA_RESERVE = 8;
 
@@ -186,7 +199,41 @@ export class Http {
     });
   }
 
-  /** A raw connection to the origin, for what a client library will not send (slow clients). */
+  /**
+   * Writes `bytes` as they are (what a client library will not send: a malformed request) and
+   * reads the one answer until the service closes the connection or the request timeout.
+   */
+  async raw(bytes: string, what: string): Promise<Response> {
+    const socket = await this.connect();
+    const chunks: Buffer[] = [];
+    await new Promise<void>((resolve) => {
+      const timer = setTimeout(() => socket.destroy(), this.#budget.requestTimeoutMs);
+      socket.on('data', (chunk: Buffer) => chunks.push(chunk));
+      socket.on('close', () => {
+        clearTimeout(timer);
+        resolve();
+      });
+      socket.on('error', () => socket.destroy());
+      socket.end(bytes);
+    });
+    const data = Buffer.concat(chunks);
+    const split = data.indexOf('\r\n\r\n');
+    const head = data.subarray(0, split < 0 ? data.length : split).toString('latin1');
+    const [statusLine = '', ...lines] = head.split('\r\n');
+    const headers: IncomingHttpHeaders = {};
+    for (const line of lines) {
+      const colon = line.indexOf(':');
+      if (colon > 0) headers[line.slice(0, colon).trim().toLowerCase()] = line.slice(colon + 1).trim();
+    }
+    let body: Buffer = split < 0 ? Buffer.alloc(0) : data.subarray(split + 4);
+    const length = Number(headers['content-length']);
+    if (/chunked/i.test(String(headers['transfer-encoding']))) body = dechunk(body);
+    else if (Number.isInteger(length)) body = body.subarray(0, length);
+    const status = Number(/^HTTP\/1\.[01] (\d{3})/.exec(statusLine)?.[1] ?? 0);
+    return { request: { method: 'RAW', path: what }, status, headers, body, text: body.toString('utf8') };
+  }
+
+  /** A raw connection to the origin, for what a client library will not send. */
   async connect(): Promise<Socket> {
     this.#spend();
     const port = Number(this.origin.port || (this.origin.protocol === 'https:' ? 443 : 80));

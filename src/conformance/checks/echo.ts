@@ -82,14 +82,15 @@ export const echoChecks: Check[] = [
     id: 'echo.deep-nesting',
     group: 'echo',
     clause: CLAUSE,
-    title: 'a deeply nested object (10,000 levels) comes back unchanged',
-    run: (ctx) => expectEchoed(ctx, `${'{"a":'.repeat(10_000)}1${'}'.repeat(10_000)}`, 'deep nesting'),
+    title: 'a deeply nested object (1,000 levels) comes back unchanged',
+    run: (ctx) => expectEchoed(ctx, `${'{"a":'.repeat(1000)}1${'}'.repeat(1000)}`, 'deep nesting'),
   },
   {
     id: 'echo.deepest-nesting',
     group: 'echo',
     clause: CLAUSE,
-    title: 'no object within the body limit gets a 500, however deeply nested',
+    title:
+      'no object within the body limit gets a 500, however deeply nested: it is echoed or refused with an envelope',
     async run(ctx) {
       const depth = Math.floor((ctx.options.bodyLimit - 1) / 6);
       const body = `${'{"a":'.repeat(depth)}1${'}'.repeat(depth)}`;

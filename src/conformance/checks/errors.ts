@@ -126,6 +126,26 @@ export const errorChecks: Check[] = [
     },
   },
   {
+    id: 'errors.bad-http',
+    group: 'errors',
+    clause: 'spec 7.1; contract: Errors (every error, thrown by a plugin or the framework)',
+    title: 'a request HTTP forbids (Content-Length with Transfer-Encoding, no Host) gets a 400 envelope',
+    async run(ctx) {
+      const path = `${ctx.http.prefix}/api/hello`;
+      const host = `Host: ${ctx.http.origin.host}\r\n`;
+      for (const [what, bytes] of [
+        [
+          'Content-Length with Transfer-Encoding',
+          `GET ${path} HTTP/1.1\r\n${host}Content-Length: 1\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n0\r\n\r\n`,
+        ],
+        ['no Host', `GET ${path} HTTP/1.1\r\nConnection: close\r\n\r\n`],
+      ] as const) {
+        const res = await ctx.http.raw(bytes, what);
+        expectEnvelope(res, 400, String(JSON.parse(res.text || '{}')?.error?.code ?? 'an error code'));
+      }
+    },
+  },
+  {
     id: 'errors.validation-details',
     group: 'errors',
     clause: 'spec 7.2 rule 4; contract: Errors',
@@ -159,7 +179,6 @@ export const requestIdChecks: Check[] = [
     title: 'every error answer carries X-Request-Id, equal to the envelope request_id',
     async run(ctx) {
       const answers = [
-        await ctx.get('/api/no-such-route'),
         await ctx.get('/api/search'),
         await ctx.send({ method: 'DELETE', path: '/api/hello' }),
         await ctx.send({ method: 'POST', path: '/api/echo', headers: JSON_HEADERS, body: '{' }),
@@ -180,9 +199,9 @@ export const requestIdChecks: Check[] = [
     async run(ctx) {
       const id = 'conformance.Check_1:2-3';
       expectEqual(header(await ctx.get('/api/hello', { 'X-Request-Id': id }), 'x-request-id'), id, 'X-Request-Id');
-      const res = await ctx.get('/api/no-such-route', { 'X-Request-Id': id });
-      expectEqual(header(res, 'x-request-id'), id, 'X-Request-Id of a 404');
-      expectEqual(expectEnvelope(res, 404, 'NOT_FOUND').request_id, id, 'error.request_id');
+      const res = await ctx.get('/api/search', { 'X-Request-Id': id });
+      expectEqual(header(res, 'x-request-id'), id, 'X-Request-Id of a 400');
+      expectEqual(expectEnvelope(res, 400, 'VALIDATION_ERROR').request_id, id, 'error.request_id');
     },
   },
   {

@@ -94,13 +94,17 @@ export const profileChecks: Check[] = [
     id: 'profile.not-modified',
     group: 'profile',
     clause: CLAUSE,
-    title: 'If-None-Match with the current ETag is a 304 without a body; another tag a 200',
+    title:
+      'If-None-Match with the current ETag (alone, in a list, weakly, or *) is a 304 without a body; another tag a 200',
     async run(ctx) {
       const { etag } = await read(ctx);
       const res = await ctx.get('/api/profile', { 'If-None-Match': etag });
       expectStatus(res, 304);
       expectEqual(res.body.length, 0, '304 body length');
       expectEqual(header(res, 'etag'), etag, '304 ETag');
+      for (const tags of [`"conformance-other", ${etag}`, '*', `W/${etag}`]) {
+        expectStatus(await ctx.get('/api/profile', { 'If-None-Match': tags }), 304);
+      }
       expectStatus(await ctx.get('/api/profile', { 'If-None-Match': '"conformance-other"' }), 200);
     },
   },
@@ -140,16 +144,22 @@ export const profileChecks: Check[] = [
     group: 'profile',
     clause: CLAUSE,
     needs: 'write',
-    title: 'a write whose If-Match is not the current ETag is a 412 PRECONDITION_FAILED and changes nothing',
+    title: 'a POST, PUT or PATCH whose If-Match is not the current ETag (strongly) is a 412 and changes nothing',
     async run(ctx) {
       const before = await read(ctx);
-      const res = await ctx.send({
-        method: 'POST',
-        path: '/api/profile',
-        headers: { 'Content-Type': 'application/json', 'If-Match': '"conformance-stale"' },
-        body: JSON.stringify({ name: 'Stale' }),
-      });
-      expectEnvelope(res, 412, 'PRECONDITION_FAILED');
+      for (const [method, tag] of [
+        ['POST', '"conformance-stale"'],
+        ['PUT', '"conformance-stale"'],
+        ['PATCH', `W/${before.etag}`],
+      ]) {
+        const res = await ctx.send({
+          method,
+          path: '/api/profile',
+          headers: { 'Content-Type': 'application/json', 'If-Match': tag as string },
+          body: JSON.stringify({ name: 'Stale' }),
+        });
+        expectEnvelope(res, 412, 'PRECONDITION_FAILED');
+      }
       expectEqual(await read(ctx), before, 'the profile after a 412');
     },
   },
