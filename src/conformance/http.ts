@@ -214,7 +214,9 @@ export class Http {
         resolve();
       });
       socket.on('error', () => socket.destroy());
-      socket.end(bytes);
+      // Not half-closed: some proxies drop a connection whose client has ended its side. The
+      // requests ask for Connection: close, so the service closes once it has answered.
+      socket.write(bytes);
     });
     const data = Buffer.concat(chunks);
     const split = data.indexOf('\r\n\r\n');

@@ -1,15 +1,9 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { type Report, runConformance } from '../../src/conformance/index.js';
+import { runConformance } from '../../src/conformance/index.js';
 import type { Client } from '../helpers.js';
 import { httpClient } from '../helpers.js';
-
-/** The failures and skips of a report, one line each, for an assertion message. */
-export function notPassed(report: Report): string[] {
-  return report.results
-    .filter((result) => result.outcome !== 'pass')
-    .map((result) => `${result.outcome} ${result.id}: ${result.expected ?? result.reason} | ${result.actual ?? ''}`);
-}
+import { notPassed } from './report.js';
 
 describe('the conformance kit against the service in memory', () => {
   let client: Client;
