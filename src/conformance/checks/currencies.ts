@@ -23,7 +23,7 @@ function compareField(a: Currency, b: Currency, field: Field): number {
 }
 
 /** The table in the order of a `sort` parameter, ties broken by code. */
-export function sorted(table: readonly Currency[], sort: string): Currency[] {
+function sorted(table: readonly Currency[], sort: string): Currency[] {
   const keys = sort
     .split(',')
     .map((key) => ({ field: key.replace(/^-/, '') as Field, sign: key.startsWith('-') ? -1 : 1 }));
@@ -200,6 +200,7 @@ export const currencyChecks: Check[] = [
       const good = encodeURIComponent(cursor);
       expectValidation(await ctx.get(`/api/currencies?sort=-rate&limit=2&cursor=${good}`), 'cursor');
       expectValidation(await ctx.get(`/api/currencies?sort=code&q=dollar&limit=2&cursor=${good}`), 'cursor');
+      expectValidation(await ctx.get(`/api/currencies?sort=code&minor_units=2&limit=2&cursor=${good}`), 'cursor');
     },
   },
   {

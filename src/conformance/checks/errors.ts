@@ -197,10 +197,16 @@ export const requestIdChecks: Check[] = [
     id: 'request-id.reused',
     group: 'request-id',
     clause: 'contract: Everywhere',
-    title: 'a valid incoming X-Request-Id is reused, in the header and in the envelope',
+    title: 'a valid incoming X-Request-Id (up to 128 characters) is reused, in the header and in the envelope',
     async run(ctx) {
       const id = 'conformance.Check_1:2-3';
       expectEqual(header(await ctx.get('/api/hello', { 'X-Request-Id': id }), 'x-request-id'), id, 'X-Request-Id');
+      const longest = 'r'.repeat(128);
+      expectEqual(
+        header(await ctx.get('/api/hello', { 'X-Request-Id': longest }), 'x-request-id'),
+        longest,
+        'a 128-character X-Request-Id',
+      );
       const res = await ctx.get('/api/search', { 'X-Request-Id': id });
       expectEqual(header(res, 'x-request-id'), id, 'X-Request-Id of a 400');
       expectEqual(expectEnvelope(res, 400, 'VALIDATION_ERROR').request_id, id, 'error.request_id');
@@ -240,7 +246,14 @@ export const httpChecks: Check[] = [
     clause: 'contract: Everywhere',
     title: 'HEAD works wherever GET does, with the same status and no body',
     async run(ctx) {
-      for (const path of ['/api/hello/Ada', '/api/search?keyword=x', '/api/currencies', '/api/profile', '/healthz']) {
+      const paths = [
+        '/api/hello/Ada',
+        '/api/search?keyword=x',
+        '/api/currencies',
+        '/api/currencies/EUR',
+        '/api/profile',
+      ];
+      for (const path of [...paths, '/api/exchange?from=USD&to=EUR&amount=1', '/healthz', '/readyz', '/openapi.json']) {
         const res = await ctx.send({ method: 'HEAD', path });
         expectStatus(res, 200);
         expectEqual(res.body.length, 0, `HEAD ${path} body length`);
@@ -253,8 +266,15 @@ export const httpChecks: Check[] = [
     clause: 'contract: Everywhere',
     title: 'a trailing slash is tolerated',
     async run(ctx) {
-      for (const path of ['/api/hello/Ada/', '/api/currencies/', '/api/search/?keyword=x'])
+      for (const path of [
+        '/api/hello/Ada/',
+        '/api/currencies/',
+        '/api/search/?keyword=x',
+        '/api/profile/',
+        '/healthz/',
+      ]) {
         expectObject(await ctx.get(path), 200);
+      }
     },
   },
   {

@@ -27,13 +27,13 @@ const AMOUNTS = [
 /** Requests of exchange.every-pair under way at once; fewer than the client's rate-limit reserve. */
 const PARALLEL = 6;
 
-export interface Expected {
+interface Expected {
   rate: Decimal;
   result: Decimal;
 }
 
 /** What the contract says a conversion answers, from the table alone. */
-export function expectedConversion(amount: string, from: Currency, to: Currency): Expected {
+function expectedConversion(amount: string, from: Currency, to: Currency): Expected {
   const value = new Exactly(amount);
   if (from.code === to.code) return { rate: new Exactly(1), result: value };
   return {

@@ -103,8 +103,8 @@ export const corsChecks: Check[] = [
           'Access-Control-Request-Headers': 'content-type,if-match,x-request-id',
         },
       });
-      if (res.status !== 204 && res.status !== 200) fail('OPTIONS preflight: 204 or 200', `${res.status}`);
       allowedOrigin(ctx, res);
+      if (res.status !== 204 && res.status !== 200) fail('OPTIONS preflight: 204 or 200', `${res.status}`);
       const methods = headerList(res, 'access-control-allow-methods').map((m) => m.toUpperCase());
       if (!methods.includes('PUT') && !methods.includes('*'))
         fail('Access-Control-Allow-Methods with PUT', show(methods));

@@ -100,6 +100,42 @@ export const openapiChecks: Check[] = [
     },
   },
   {
+    id: 'openapi.answers-match',
+    group: 'openapi',
+    clause: OPERATIONS,
+    title: 'the documented success bodies have the fields the service answers with',
+    async run(ctx) {
+      const doc = expectObject(await ctx.get('/openapi.json'), 200);
+      const paths = isObject(doc.paths) ? doc.paths : {};
+      const resolve = (schema: unknown): JsonObject => {
+        let node = schema;
+        for (let hops = 0; isObject(node) && typeof node.$ref === 'string' && hops < 10; hops += 1) {
+          const pointer = node.$ref.replace(/^#\//, '').split('/');
+          node = pointer.reduce<unknown>((at, key) => (isObject(at) ? at[key] : undefined), doc);
+        }
+        return isObject(node) ? node : {};
+      };
+      for (const [route, path] of [
+        ['/api/hello', '/api/hello'],
+        ['/api/hello/{name}', '/api/hello/Ada'],
+        ['/api/search', '/api/search?keyword=x'],
+        ['/api/exchange', '/api/exchange?from=USD&to=EUR&amount=1'],
+        ['/api/currencies/{code}', '/api/currencies/EUR'],
+        ['/api/profile', '/api/profile'],
+        ['/healthz', '/healthz'],
+      ] as const) {
+        const item = paths[route] ?? paths[ctx.http.prefix + route];
+        const get = isObject(item) ? item.get : undefined;
+        const ok = isObject(get) && isObject(get.responses) ? resolve(get.responses['200']) : {};
+        const media = isObject(ok.content) ? ok.content['application/json'] : undefined;
+        const schema = resolve(isObject(media) ? media.schema : undefined);
+        const documented = Object.keys(isObject(schema.properties) ? schema.properties : {}).sort();
+        const answered = Object.keys(expectObject(await ctx.get(path), 200)).sort();
+        expectEqual(documented, answered, `the documented fields of GET ${route}, against its answer`);
+      }
+    },
+  },
+  {
     id: 'openapi.docs-page',
     group: 'openapi',
     clause: OPERATIONS,
