@@ -52,7 +52,7 @@ export interface Options {
   only?: readonly string[];
   /** Not these groups (or check ids). */
   skip?: readonly string[];
-  /** Bounds of the run: requests in all (default 5000), seconds in all (default 600), seconds a request (default 10). */
+  /** Bounds of the run: requests in all (default 5000), milliseconds in all (default 600,000), milliseconds a request (default 10,000). */
   maxRequests?: number;
   maxTimeMs?: number;
   requestTimeoutMs?: number;
