@@ -11,6 +11,14 @@ let onSignal = (_signal: NodeJS.Signals): void => process.exit(0);
 process.on('SIGTERM', (signal) => onSignal(signal));
 process.on('SIGINT', (signal) => onSignal(signal));
 
-const { main, shutdown } = await import('./main.js');
-onSignal = shutdown;
-await main(process.argv.slice(2));
+if (process.argv[2] === 'conformance') {
+  // The conformance kit, a client of the service: none of the service is loaded, and an
+  // interrupted run does not exit 0.
+  onSignal = (signal) => process.exit(signal === 'SIGINT' ? 130 : 143);
+  const { conformanceMain } = await import('./conformance/cli.js');
+  process.exitCode = await conformanceMain(process.argv.slice(3));
+} else {
+  const { main, shutdown } = await import('./main.js');
+  onSignal = shutdown;
+  await main(process.argv.slice(2));
+}

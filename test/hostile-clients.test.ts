@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { mkdtemp } from 'node:fs/promises';
+import { request as httpRequest } from 'node:http';
 import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -282,5 +283,40 @@ describe('hostile clients, against the server process', () => {
     );
     const clientErrors = lines.filter((line) => line.msg === 'client error');
     assert.ok(clientErrors.length >= 4 * ATTACKERS + IDLE_CONNECTIONS, `${clientErrors.length} client errors logged`);
+  });
+});
+
+describe('a body far over the limit, against the server process', () => {
+  let server: RunningServer;
+  before(async () => {
+    server = await startServer({ BODY_LIMIT: '1024', RATE_LIMIT_MAX: '0' });
+  });
+  after(() => killAllServers());
+
+  /** Sends the whole body on a connection of its own, as a client that does not wait for an early answer does. */
+  function sendWhole(body: Buffer): Promise<number> {
+    return new Promise((resolve, reject) => {
+      const req = httpRequest(
+        {
+          host: '127.0.0.1',
+          port: server.port,
+          method: 'POST',
+          path: '/api/echo',
+          agent: false, // Connection: close
+          headers: { 'Content-Type': 'application/json', 'Content-Length': body.length },
+        },
+        (res) => {
+          res.resume();
+          res.on('end', () => resolve(res.statusCode ?? 0));
+        },
+      );
+      req.on('error', reject);
+      req.end(body);
+    });
+  }
+
+  it('answers 413, and the connection is not reset under the answer while the rest of the body arrives', async () => {
+    const body = Buffer.alloc(16 * 1024 * 1024, 'x');
+    for (let i = 0; i < 20; i += 1) assert.equal(await sendWhole(body), 413);
   });
 });

@@ -1,0 +1,32 @@
+import type { Check } from '../context.js';
+import { currencyChecks } from './currencies.js';
+import { echoChecks } from './echo.js';
+import { errorChecks, httpChecks, requestIdChecks } from './errors.js';
+import { exchangeChecks } from './exchange.js';
+import { corsChecks, securityChecks } from './headers.js';
+import { helloChecks } from './hello.js';
+import { rateLimitChecks, timeoutChecks } from './limits.js';
+import { healthChecks, openapiChecks } from './operations.js';
+import { profileChecks } from './profile.js';
+import { searchChecks } from './search.js';
+import { versioningChecks } from './versioning.js';
+
+/** Every check, in the order they run: the profile writes before the rate limit is spent, which comes last. */
+export const ALL_CHECKS: readonly Check[] = [
+  ...helloChecks,
+  ...searchChecks,
+  ...echoChecks,
+  ...errorChecks,
+  ...requestIdChecks,
+  ...httpChecks,
+  ...versioningChecks,
+  ...corsChecks,
+  ...securityChecks,
+  ...healthChecks,
+  ...openapiChecks,
+  ...currencyChecks,
+  ...exchangeChecks,
+  ...profileChecks,
+  ...timeoutChecks,
+  ...rateLimitChecks,
+];

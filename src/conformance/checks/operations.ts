@@ -1,0 +1,179 @@
+import {
+  expectEnvelope,
+  expectEqual,
+  expectObject,
+  expectStatus,
+  fail,
+  header,
+  isObject,
+  type JsonObject,
+  show,
+  skip,
+} from '../assert.js';
+import type { Check } from '../context.js';
+
+const OPERATIONS = 'contract: Operations';
+
+/** Every route of the contract, with its methods. */
+const ROUTES: Record<string, string[]> = {
+  '/api/hello': ['get'],
+  '/api/hello/{name}': ['get'],
+  '/api/search': ['get'],
+  '/api/echo': ['post'],
+  '/api/profile': ['get', 'post', 'patch', 'put'],
+  '/api/exchange': ['get'],
+  '/api/currencies': ['get'],
+  '/api/currencies/{code}': ['get'],
+  '/healthz': ['get'],
+  '/readyz': ['get'],
+};
+
+export const healthChecks: Check[] = [
+  {
+    id: 'health.healthz',
+    group: 'health',
+    clause: OPERATIONS,
+    title: 'GET /healthz answers 200 {"status":"ok"}, neither rate-limited nor versioned',
+    async run(ctx) {
+      const res = await ctx.get('/healthz');
+      expectEqual(expectObject(res, 200), { status: 'ok' }, 'GET /healthz');
+      const extra = ['ratelimit-limit', 'ratelimit-remaining', 'api-version'].filter(
+        (n) => res.headers[n] !== undefined,
+      );
+      expectEqual(extra, [], 'GET /healthz: rate-limit or version headers');
+    },
+  },
+  {
+    id: 'health.readyz',
+    group: 'health',
+    clause: OPERATIONS,
+    title: 'GET /readyz answers 200 {"status":"ready"}, or a 503 SERVICE_UNAVAILABLE envelope',
+    async run(ctx) {
+      const res = await ctx.get('/readyz');
+      if (res.status === 503) expectEnvelope(res, 503, 'SERVICE_UNAVAILABLE');
+      else expectEqual(expectObject(res, 200), { status: 'ready' }, 'GET /readyz');
+      expectEqual(res.headers['ratelimit-limit'], undefined, 'GET /readyz: RateLimit-Limit');
+    },
+  },
+];
+
+export const openapiChecks: Check[] = [
+  {
+    id: 'openapi.document',
+    group: 'openapi',
+    clause: OPERATIONS,
+    title: 'GET /openapi.json is an OpenAPI 3.1 document of every route and method',
+    async run(ctx) {
+      const doc = expectObject(await ctx.get('/openapi.json'), 200);
+      if (typeof doc.openapi !== 'string' || !doc.openapi.startsWith('3.1.')) fail('openapi: 3.1.x', show(doc.openapi));
+      const paths = isObject(doc.paths) ? doc.paths : {};
+      const prefix = ctx.http.prefix;
+      const missing: string[] = [];
+      for (const [path, methods] of Object.entries(ROUTES)) {
+        const item = (paths[path] ?? paths[prefix + path]) as JsonObject | undefined;
+        for (const method of methods)
+          if (!isObject(item) || !isObject(item[method])) missing.push(`${method.toUpperCase()} ${path}`);
+      }
+      expectEqual(missing, [], 'operations missing from the document');
+    },
+  },
+  {
+    id: 'openapi.error-responses',
+    group: 'openapi',
+    clause: OPERATIONS,
+    title: 'each /api operation documents its success and its error answers',
+    async run(ctx) {
+      const doc = expectObject(await ctx.get('/openapi.json'), 200);
+      const paths = isObject(doc.paths) ? doc.paths : {};
+      const bare: string[] = [];
+      for (const [path, item] of Object.entries(paths)) {
+        if (!path.includes('/api/') || !isObject(item)) continue;
+        for (const [method, operation] of Object.entries(item)) {
+          if (!isObject(operation) || !isObject(operation.responses)) continue;
+          const codes = Object.keys(operation.responses);
+          if (!codes.some((code) => code.startsWith('2')) || !codes.some((code) => /^[45]/.test(code))) {
+            bare.push(`${method.toUpperCase()} ${path}`);
+          }
+        }
+      }
+      expectEqual(bare, [], 'operations without a 2xx and an error response');
+    },
+  },
+  {
+    id: 'openapi.answers-match',
+    group: 'openapi',
+    clause: OPERATIONS,
+    title: 'the documented success bodies have the fields the service answers with',
+    async run(ctx) {
+      const doc = expectObject(await ctx.get('/openapi.json'), 200);
+      const paths = isObject(doc.paths) ? doc.paths : {};
+      const resolve = (schema: unknown): JsonObject => {
+        let node = schema;
+        for (let hops = 0; isObject(node) && typeof node.$ref === 'string' && hops < 10; hops += 1) {
+          const pointer = node.$ref.replace(/^#\//, '').split('/');
+          node = pointer.reduce<unknown>((at, key) => (isObject(at) ? at[key] : undefined), doc);
+        }
+        return isObject(node) ? node : {};
+      };
+      for (const [route, path] of [
+        ['/api/hello', '/api/hello'],
+        ['/api/hello/{name}', '/api/hello/Ada'],
+        ['/api/search', '/api/search?keyword=x'],
+        ['/api/exchange', '/api/exchange?from=USD&to=EUR&amount=1'],
+        ['/api/currencies/{code}', '/api/currencies/EUR'],
+        ['/api/profile', '/api/profile'],
+        ['/healthz', '/healthz'],
+      ] as const) {
+        const item = paths[route] ?? paths[ctx.http.prefix + route];
+        const get = isObject(item) ? item.get : undefined;
+        const ok = isObject(get) && isObject(get.responses) ? resolve(get.responses['200']) : {};
+        const media = isObject(ok.content) ? ok.content['application/json'] : undefined;
+        const schema = resolve(isObject(media) ? media.schema : undefined);
+        const documented = Object.keys(isObject(schema.properties) ? schema.properties : {}).sort();
+        const answered = Object.keys(expectObject(await ctx.get(path), 200)).sort();
+        expectEqual(documented, answered, `the documented fields of GET ${route}, against its answer`);
+      }
+    },
+  },
+  {
+    id: 'openapi.docs-page',
+    group: 'openapi',
+    clause: OPERATIONS,
+    title: 'GET /docs serves the documentation page (HTML)',
+    async run(ctx) {
+      let res = await ctx.get('/docs');
+      const location = header(res, 'location');
+      if (res.status >= 300 && res.status < 400 && location !== undefined) {
+        const target = new URL(location, `${ctx.http.origin.origin}${ctx.http.prefix}/docs`);
+        if (target.origin !== ctx.http.origin.origin) fail('a redirect within the service', show(location));
+        res = await ctx.get(target.pathname.slice(ctx.http.prefix.length) + target.search);
+      }
+      expectStatus(res, 200);
+      if (!/^text\/html\b/.test(header(res, 'content-type') ?? ''))
+        fail('GET /docs: text/html', show(header(res, 'content-type') ?? null));
+    },
+  },
+  {
+    id: 'openapi.metrics',
+    group: 'openapi',
+    clause: OPERATIONS,
+    title: 'GET /metrics is Prometheus text with request counts and latencies by route and status',
+    async run(ctx) {
+      const res = await ctx.get('/metrics');
+      if (res.status === 404) {
+        expectEnvelope(res, 404, 'NOT_FOUND');
+        skip('/metrics is turned off on this deployment');
+      }
+      expectStatus(res, 200);
+      if (!/^text\/plain\b/.test(header(res, 'content-type') ?? ''))
+        fail('GET /metrics: text/plain', show(header(res, 'content-type') ?? null));
+      const samples = res.text.split('\n').filter((line) => line !== '' && !line.startsWith('#'));
+      const byRoute = samples.filter((line) => /route="[^"]*"/.test(line) && /status="\d{3}"/.test(line));
+      if (!byRoute.some((line) => /_bucket\{/.test(line))) fail('a latency histogram by route and status', 'none');
+      if (!byRoute.some((line) => !/_(bucket|sum|count)\{/.test(line) && /_total\{/.test(line))) {
+        fail('a request counter by route and status', 'none');
+      }
+      if (!samples.some((line) => line.startsWith('process_'))) fail('process metrics', 'none');
+    },
+  },
+];

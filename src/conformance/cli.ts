@@ -1,0 +1,127 @@
+import { parseArgs } from 'node:util';
+import { type CheckResult, GROUPS, type Report, runConformance, ToolError } from './index.js';
+
+/**
+ * `greeting-service conformance <base-url>`: runs the conformance checks and prints one line per
+ * check and a summary; exit code 0 when nothing failed, 1 when a check failed, 2 when the tool
+ * itself could not run (bad arguments, a service it cannot reach or that is not this API).
+ */
+
+const USAGE = `Usage: greeting-service conformance <base-url> [options]
+
+Checks, over HTTP only, that the service at <base-url> keeps the interface specification and
+the contract. Read-only unless --write.
+
+Options:
+  --write              also check profile writes (the profile found is restored afterwards)
+  --rate-limit         also exhaust this client's rate limit to check the 429
+  --slow               also play slow clients, waiting for the service's timeouts (up to 65 s each)
+  --only <groups>      only these groups or check ids, comma-separated
+  --skip <groups>      not these groups or check ids, comma-separated
+  --json               print the report as JSON
+  --max-requests <n>   most requests to send (default 5000)
+  --max-time <s>       most seconds to run (default 600)
+  --timeout <s>        most seconds a request may take (default 10)
+  --body-limit <bytes> the deployment's body limit (default 1048576)
+  --origin <origin>    the Origin of the CORS checks (default https://conformance.example)
+  -h, --help           this text
+
+Groups: ${GROUPS.join(', ')}
+`;
+
+function positive(name: string, text: string | undefined): number | undefined {
+  if (text === undefined) return undefined;
+  const value = Number(text);
+  if (!/^\d+(\.\d+)?$/.test(text) || value <= 0)
+    throw new ToolError(`--${name} takes a positive number, not ${JSON.stringify(text)}`);
+  return value;
+}
+
+const list = (text: string | undefined) =>
+  text === undefined
+    ? undefined
+    : text
+        .split(',')
+        .map((name) => name.trim())
+        .filter((name) => name !== '');
+
+function line(result: CheckResult): string {
+  const head = `${result.outcome.padEnd(4)}  ${result.id}  [${result.clause}]  ${result.title}`;
+  if (result.outcome === 'fail') return `${head}: expected ${result.expected}, actual ${result.actual}`;
+  if (result.outcome === 'skip') return `${head}: ${result.reason}`;
+  return head;
+}
+
+export function summary(report: Report): string {
+  return `${report.passed} passed, ${report.failed} failed, ${report.skipped} skipped`;
+}
+
+/** Runs the command line `args` (after `conformance`); resolves with the exit code. */
+export async function conformanceMain(args: readonly string[]): Promise<number> {
+  const out = process.stdout;
+  const err = process.stderr;
+  try {
+    const { values, positionals } = parseArgs({
+      args: [...args],
+      allowPositionals: true,
+      options: {
+        write: { type: 'boolean' },
+        'rate-limit': { type: 'boolean' },
+        slow: { type: 'boolean' },
+        only: { type: 'string' },
+        skip: { type: 'string' },
+        json: { type: 'boolean' },
+        'max-requests': { type: 'string' },
+        'max-time': { type: 'string' },
+        timeout: { type: 'string' },
+        'body-limit': { type: 'string' },
+        origin: { type: 'string' },
+        help: { type: 'boolean', short: 'h' },
+      },
+    });
+    if (values.help) {
+      out.write(USAGE);
+      return 0;
+    }
+    if (positionals.length !== 1)
+      throw new ToolError('takes one base URL, such as http://localhost:8080 (--help for more)');
+    const progress = !values.json && err.isTTY === true;
+    const clear = () => progress && err.write('\r\x1b[K');
+    const maxTime = positive('max-time', values['max-time']);
+    const timeout = positive('timeout', values.timeout);
+    const report = await runConformance({
+      baseUrl: positionals[0] as string,
+      write: values.write ?? false,
+      rateLimit: values['rate-limit'] ?? false,
+      slow: values.slow ?? false,
+      ...(values.only !== undefined && { only: list(values.only) }),
+      ...(values.skip !== undefined && { skip: list(values.skip) }),
+      ...(values['max-requests'] !== undefined && { maxRequests: positive('max-requests', values['max-requests']) }),
+      ...(maxTime !== undefined && { maxTimeMs: maxTime * 1000 }),
+      ...(timeout !== undefined && { requestTimeoutMs: timeout * 1000 }),
+      ...(values['body-limit'] !== undefined && { bodyLimit: positive('body-limit', values['body-limit']) }),
+      ...(values.origin !== undefined && { origin: values.origin }),
+      onCheckStart(check, index, total) {
+        if (progress) err.write(`\r\x1b[K[${index + 1}/${total}] ${check.id}`);
+      },
+      onWait(seconds) {
+        if (progress) err.write(`\r\x1b[Kwaiting ${seconds} s for the rate-limit window`);
+      },
+      onResult(result) {
+        clear();
+        if (!values.json) out.write(`${line(result)}\n`);
+      },
+    });
+    clear();
+    if (values.json) out.write(`${JSON.stringify(report, null, 2)}\n`);
+    else out.write(`${summary(report)}\n`);
+    return report.failed === 0 ? 0 : 1;
+  } catch (error) {
+    const message =
+      error instanceof ToolError || (error as NodeJS.ErrnoException).code?.startsWith('ERR_PARSE_ARGS')
+        ? (error as Error).message
+        : `unexpected error: ${(error as Error).message}`;
+    err.write(`greeting-service conformance: ${message.split('\n')[0]}\n`);
+    return 2;
+  }
+}

@@ -1,0 +1,117 @@
+import type { Decimal } from 'decimal.js';
+import type { Http, Request, Response } from './http.js';
+import { type Exact, isExactObject, parseExact } from './json.js';
+
+export const GROUPS = [
+  'hello',
+  'search',
+  'echo',
+  'errors',
+  'request-id',
+  'http',
+  'versioning',
+  'cors',
+  'security',
+  'health',
+  'openapi',
+  'currencies',
+  'exchange',
+  'profile',
+  'timeouts',
+  'rate-limit',
+] as const;
+
+export type Group = (typeof GROUPS)[number];
+
+export interface Check {
+  id: string;
+  group: Group;
+  /** The section of the specification or the contract it verifies: `spec 4.2`, `contract: Errors`. */
+  clause: string;
+  title: string;
+  /** Runs only with --write, --rate-limit or --slow. */
+  needs?: 'write' | 'rate-limit' | 'slow';
+  run(ctx: Context): Promise<void>;
+}
+
+/** A clause not kept: what it asks for and what came instead. */
+export class CheckFailure extends Error {
+  constructor(
+    readonly expected: string,
+    readonly actual: string,
+  ) {
+    super(`expected ${expected}, actual ${actual}`);
+  }
+}
+
+/** The check cannot tell here, and says why. */
+export class CheckSkip extends Error {}
+
+export interface RunOptions {
+  write: boolean;
+  rateLimit: boolean;
+  slow: boolean;
+  bodyLimit: number;
+  origin: string;
+}
+
+/** A currency of the table as `GET /api/currencies` serves it, its rate exact. */
+export interface Currency {
+  code: string;
+  name: string;
+  minor_units: number;
+  rate: Decimal;
+}
+
+export interface Context {
+  readonly http: Http;
+  readonly options: RunOptions;
+  send(request: Request): Promise<Response>;
+  get(path: string, headers?: Record<string, string>): Promise<Response>;
+  /** The whole table, read once through offset pagination (`per_page=100`). */
+  table(): Promise<Currency[]>;
+  /** Shared between the checks of a group, such as the profile found before the writes. */
+  readonly state: Map<string, unknown>;
+}
+
+async function readTable(ctx: Context): Promise<Currency[]> {
+  const currencies: Currency[] = [];
+  for (let page = 1; page <= 100; page += 1) {
+    const res = await ctx.get(`/api/currencies?per_page=100&page=${page}`);
+    if (res.status !== 200) {
+      throw new CheckFailure(`GET ${res.request.path}: 200`, `${res.status} ${res.text.slice(0, 120)}`);
+    }
+    const body = parseExact(res.text);
+    const data = isExactObject(body) ? body.values.get('data') : undefined;
+    if (!Array.isArray(data)) throw new CheckFailure(`GET ${res.request.path}: a data array`, res.text.slice(0, 120));
+    if (data.length === 0) return currencies;
+    for (const item of data) currencies.push(currencyOf(item));
+    if (data.length < 100) return currencies;
+  }
+  return currencies;
+}
+
+function currencyOf(item: Exact): Currency {
+  const get = (key: string) => (isExactObject(item) ? item.values.get(key) : undefined);
+  const [code, name, minor, rate] = [get('code'), get('name'), get('minor_units'), get('rate')];
+  if (typeof code !== 'string' || typeof name !== 'string' || typeof minor !== 'object' || typeof rate !== 'object') {
+    throw new CheckFailure('currency items {code, name, minor_units, rate}', JSON.stringify(item).slice(0, 120));
+  }
+  return { code, name, minor_units: Number(minor), rate: rate as Decimal };
+}
+
+export function makeContext(http: Http, options: RunOptions): Context {
+  let table: Promise<Currency[]> | undefined;
+  const ctx: Context = {
+    http,
+    options,
+    state: new Map(),
+    send: (request) => http.send(request),
+    get: (path, headers) => http.send({ path, ...(headers !== undefined && { headers }) }),
+    table() {
+      table ??= readTable(ctx);
+      return table;
+    },
+  };
+  return ctx;
+}

@@ -1,0 +1,251 @@
+import { type IncomingHttpHeaders, request as plainRequest } from 'node:http';
+import { request as tlsRequest } from 'node:https';
+import { connect as plainConnect, type Socket } from 'node:net';
+import { connect as tlsConnect } from 'node:tls';
+
+/**
+ * The one way checks reach the service: every request goes to the origin given and nowhere else
+ * (a request names a path, never a URL), on a connection of its own, headers as written, no
+ * redirect followed. A per-request timeout and a budget of requests and time bound the run.
+ */
+
+/** Why the tool itself cannot go on: a usage error, exit code 2. */
+export class ToolError extends Error {}
+
+/** The request budget or the time budget is spent: the checks still to run are skipped. */
+export class BudgetError extends Error {}
+
+export interface Request {
+  method?: string;
+  /** Path and query under the base URL, sent exactly as written (percent-encode what is not ASCII). */
+  path: string;
+  headers?: Record<string, string>;
+  body?: string | Buffer;
+  /** The request may be refused with 429: answer it as it comes instead of waiting for the window. */
+  spendQuota?: boolean;
+}
+
+export interface Response {
+  readonly request: { method: string; path: string };
+  readonly status: number;
+  /** Lower-case names; a repeated field keeps every value. */
+  readonly headers: IncomingHttpHeaders;
+  readonly body: Buffer;
+  readonly text: string;
+}
+
+export interface Budget {
+  /** Most requests the whole run may send. */
+  maxRequests: number;
+  /** Milliseconds the whole run may take. */
+  maxTimeMs: number;
+  /** Milliseconds one request may take. */
+  requestTimeoutMs: number;
+}
+
+const MAX_BODY = 16 * 1024 * 1024;
+
+/** The data of a chunked body, as far as it arrived. */
+function dechunk(body: Buffer): Buffer {
+  const parts: Buffer[] = [];
+  let at = 0;
+  for (;;) {
+    const eol = body.indexOf('\r\n', at);
+    const size = Number.parseInt(body.subarray(at, eol).toString('latin1'), 16);
+    if (eol < 0 || !(size > 0)) return Buffer.concat(parts);
+    parts.push(body.subarray(eol + 2, eol + 2 + size));
+    at = eol + 2 + size + 2;
+  }
+}
+
+/** Lowest count of requests left in the window before the client waits for the next window. */
+const QUOTA_RESERVE = 8;
+
+export class Http {
+  readonly origin: URL;
+  /** The base URL's path without its trailing slash: a context path such as `/svc`, or ''. */
+  readonly prefix: string;
+  readonly #budget: Budget;
+  readonly #deadline: number;
+  #sent = 0;
+  /** The rate-limit window as the last answer under /api told it. */
+  #quota: { remaining: number; resetAt: number } | undefined;
+  /** Told of each wait for the rate-limit window, for the progress line. */
+  onWait: (seconds: number) => void = () => {};
+
+  constructor(base: URL, budget: Budget) {
+    this.origin = new URL(base.origin);
+    this.prefix = base.pathname.replace(/\/+$/, '');
+    this.#budget = budget;
+    this.#deadline = Date.now() + budget.maxTimeMs;
+  }
+
+  get sent(): number {
+    return this.#sent;
+  }
+
+  /** Milliseconds left of the time budget. */
+  get timeLeft(): number {
+    return this.#deadline - Date.now();
+  }
+
+  get requestsLeft(): number {
+    return this.#budget.maxRequests - this.#sent;
+  }
+
+  get requestTimeoutMs(): number {
+    return this.#budget.requestTimeoutMs;
+  }
+
+  #isApi(path: string): boolean {
+    return /^\/api(?:[/?#]|$)/.test(path);
+  }
+
+  #spend(): void {
+    if (this.#sent >= this.#budget.maxRequests) {
+      throw new BudgetError(`the request budget (${this.#budget.maxRequests}) is spent`);
+    }
+    if (this.timeLeft <= 0) throw new BudgetError(`the time budget (${this.#budget.maxTimeMs / 1000} s) is spent`);
+    this.#sent += 1;
+  }
+
+  async #sleep(ms: number): Promise<void> {
+    if (ms > this.timeLeft) {
+      throw new BudgetError(`waiting ${Math.ceil(ms / 1000)} s for the rate-limit window exceeds the time budget`);
+    }
+    this.onWait(Math.ceil(ms / 1000));
+    await new Promise((resolve) => setTimeout(resolve, ms));
+  }
+
+  async send(request: Request): Promise<Response> {
+    const api = this.#isApi(request.path);
+    if (api && !request.spendQuota && this.#quota !== undefined && this.#quota.remaining <= QUOTA_RESERVE) {
+      const wait = this.#quota.resetAt - Date.now();
+      this.#quota = undefined;
+      if (wait > 0) await this.#sleep(wait + 100);
+    }
+    for (let attempt = 0; ; attempt += 1) {
+      const response = await this.#once(request);
+      if (api) this.#noteQuota(response);
+      if (response.status !== 429 || request.spendQuota || attempt === 2) return response;
+      // Another client from this address spent the window: wait for the next one.
+      const retryAfter = Number(response.headers['retry-after']);
+      if (!Number.isInteger(retryAfter) || retryAfter < 0) return response;
+      await this.#sleep(retryAfter * 1000 + 100);
+    }
+  }
+
+  #noteQuota(response: Response): void {
+    const remaining = Number(response.headers['ratelimit-remaining']);
+    const reset = Number(response.headers['ratelimit-reset']);
+    if (response.headers['ratelimit-remaining'] === undefined || !Number.isFinite(remaining)) return;
+    this.#quota = { remaining, resetAt: Date.now() + (Number.isFinite(reset) ? reset : 1) * 1000 };
+  }
+
+  #once({ method = 'GET', path, headers = {}, body }: Request): Promise<Response> {
+    this.#spend();
+    const fullPath = this.prefix + path;
+    const payload = typeof body === 'string' ? Buffer.from(body, 'utf8') : body;
+    const sent = { ...headers };
+    if (payload !== undefined && !Object.keys(sent).some((name) => name.toLowerCase() === 'content-length')) {
+      sent['Content-Length'] = String(payload.length);
+    }
+    const requestFn = this.origin.protocol === 'https:' ? tlsRequest : plainRequest;
+    return new Promise((resolve, reject) => {
+      const req = requestFn(
+        {
+          protocol: this.origin.protocol,
+          hostname: this.origin.hostname.replace(/^\[|\]$/g, ''),
+          port: this.origin.port || undefined,
+          method,
+          path: fullPath,
+          headers: sent,
+          agent: false,
+          timeout: this.#budget.requestTimeoutMs,
+        },
+        (res) => {
+          const chunks: Buffer[] = [];
+          let size = 0;
+          res.on('data', (chunk: Buffer) => {
+            size += chunk.length;
+            if (size > MAX_BODY) req.destroy(new Error(`answer larger than ${MAX_BODY} bytes`));
+            else chunks.push(chunk);
+          });
+          res.on('end', () => {
+            const data = Buffer.concat(chunks);
+            resolve({
+              request: { method, path },
+              status: res.statusCode ?? 0,
+              headers: res.headers,
+              body: data,
+              text: data.toString('utf8'),
+            });
+          });
+          res.on('error', reject);
+        },
+      );
+      const timer = setTimeout(
+        () => req.destroy(new Error(`no whole answer to ${method} ${path} within ${this.#budget.requestTimeoutMs} ms`)),
+        this.#budget.requestTimeoutMs,
+      );
+      req.on('close', () => clearTimeout(timer));
+      req.on('timeout', () =>
+        req.destroy(new Error(`no answer to ${method} ${path} within ${this.#budget.requestTimeoutMs} ms`)),
+      );
+      req.on('error', (error: NodeJS.ErrnoException) => {
+        reject(error.code === undefined ? error : new Error(`${method} ${path}: ${error.code} ${error.message}`));
+      });
+      req.end(payload);
+    });
+  }
+
+  /**
+   * Writes `bytes` as they are (what a client library will not send: a malformed request) and
+   * reads the one answer until the service closes the connection or the request timeout.
+   */
+  async raw(bytes: string, what: string): Promise<Response> {
+    const socket = await this.connect();
+    const chunks: Buffer[] = [];
+    await new Promise<void>((resolve) => {
+      const timer = setTimeout(() => socket.destroy(), this.#budget.requestTimeoutMs);
+      socket.on('data', (chunk: Buffer) => chunks.push(chunk));
+      socket.on('close', () => {
+        clearTimeout(timer);
+        resolve();
+      });
+      socket.on('error', () => socket.destroy());
+      // Not half-closed: some proxies drop a connection whose client has ended its side. The
+      // requests ask for Connection: close, so the service closes once it has answered.
+      socket.write(bytes);
+    });
+    const data = Buffer.concat(chunks);
+    const split = data.indexOf('\r\n\r\n');
+    const head = data.subarray(0, split < 0 ? data.length : split).toString('latin1');
+    const [statusLine = '', ...lines] = head.split('\r\n');
+    const headers: IncomingHttpHeaders = {};
+    for (const line of lines) {
+      const colon = line.indexOf(':');
+      if (colon > 0) headers[line.slice(0, colon).trim().toLowerCase()] = line.slice(colon + 1).trim();
+    }
+    let body: Buffer = split < 0 ? Buffer.alloc(0) : data.subarray(split + 4);
+    const length = Number(headers['content-length']);
+    if (/chunked/i.test(String(headers['transfer-encoding']))) body = dechunk(body);
+    else if (Number.isInteger(length)) body = body.subarray(0, length);
+    const status = Number(/^HTTP\/1\.[01] (\d{3})/.exec(statusLine)?.[1] ?? 0);
+    return { request: { method: 'RAW', path: what }, status, headers, body, text: body.toString('utf8') };
+  }
+
+  /** A raw connection to the origin, for what a client library will not send. */
+  async connect(): Promise<Socket> {
+    this.#spend();
+    const port = Number(this.origin.port || (this.origin.protocol === 'https:' ? 443 : 80));
+    const host = this.origin.hostname.replace(/^\[|\]$/g, '');
+    return new Promise((resolve, reject) => {
+      const socket =
+        this.origin.protocol === 'https:'
+          ? tlsConnect({ host, port, servername: host }, () => resolve(socket))
+          : plainConnect({ host, port }, () => resolve(socket));
+      socket.once('error', reject);
+    });
+  }
+}

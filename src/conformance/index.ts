@@ -1,0 +1,191 @@
+import { ALL_CHECKS } from './checks/all.js';
+import { type Check, CheckFailure, CheckSkip, type Context, GROUPS, type Group, makeContext } from './context.js';
+import { BudgetError, Http, ToolError } from './http.js';
+
+/**
+ * The conformance kit as a library: `runConformance` runs black-box checks of the interface
+ * specification and the contract (docs/) against a running service, over HTTP only.
+ */
+
+export { GROUPS, type Group, ToolError };
+
+export type Outcome = 'pass' | 'fail' | 'skip';
+
+export interface CheckResult {
+  /** `group.name`, stable across releases. */
+  id: string;
+  group: Group;
+  /** The section it verifies: `spec 4.2`, `contract: Errors`. */
+  clause: string;
+  title: string;
+  outcome: Outcome;
+  /** For a failure: what the clause asks for, and what the service answered. */
+  expected?: string;
+  actual?: string;
+  /** For a skip: why it did not run. */
+  reason?: string;
+  durationMs: number;
+}
+
+export interface Report {
+  /** The base URL checked. */
+  target: string;
+  passed: number;
+  failed: number;
+  skipped: number;
+  /** Requests sent, connections opened included. */
+  requests: number;
+  durationMs: number;
+  results: CheckResult[];
+}
+
+export interface Options {
+  /** Base URL of the service: `http://localhost:8080`, or with its context path, `http://host/svc`. */
+  baseUrl: string;
+  /** Run the profile writes, which restore the profile found at the end (If-Match). */
+  write?: boolean;
+  /** Run the checks that exhaust the rate limit of this client's address. */
+  rateLimit?: boolean;
+  /** Run the checks that play slow clients and wait for the service's timeouts. */
+  slow?: boolean;
+  /** Only these groups (or check ids). */
+  only?: readonly string[];
+  /** Not these groups (or check ids). */
+  skip?: readonly string[];
+  /** Bounds of the run: requests in all (default 5000), milliseconds in all (default 600,000), milliseconds a request (default 10,000). */
+  maxRequests?: number;
+  maxTimeMs?: number;
+  requestTimeoutMs?: number;
+  /** Body size the deployment refuses with 413 above (default 1 MiB, the contract's BODY_LIMIT). */
+  bodyLimit?: number;
+  /** The `Origin` of the CORS checks (default `https://conformance.example`). */
+  origin?: string;
+  /** Called as each check starts and ends, for progress. */
+  onCheckStart?: (check: { id: string }, index: number, total: number) => void;
+  onResult?: (result: CheckResult, index: number, total: number) => void;
+  /** Called when the run waits for the rate-limit window. */
+  onWait?: (seconds: number) => void;
+}
+
+function baseUrl(text: string): URL {
+  let url: URL;
+  try {
+    url = new URL(text);
+  } catch {
+    throw new ToolError(`not a URL: ${JSON.stringify(text)} (expected http://host:port)`);
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') {
+    throw new ToolError(`not an http:// or https:// URL: ${text}`);
+  }
+  if (url.username !== '' || url.password !== '' || url.search !== '' || url.hash !== '') {
+    throw new ToolError(`the base URL takes a scheme, a host, a port and a path only: ${text}`);
+  }
+  return url;
+}
+
+function selected(check: Check, only: readonly string[] | undefined, skip: readonly string[] | undefined): boolean {
+  const names = [check.group, check.id];
+  if (only !== undefined && only.length > 0 && !only.some((name) => names.includes(name))) return false;
+  return !skip?.some((name) => names.includes(name));
+}
+
+/** Everything in `only` and `skip` names a group or a check. */
+function checkNames(names: readonly string[]): void {
+  const known = new Set<string>([...GROUPS, ...ALL_CHECKS.map((check) => check.id)]);
+  const unknown = names.filter((name) => !known.has(name));
+  if (unknown.length > 0) {
+    throw new ToolError(`unknown group or check: ${unknown.join(', ')} (groups: ${GROUPS.join(', ')})`);
+  }
+}
+
+/** The service answers at all, and in JSON: else nothing below would mean anything. */
+async function preflight(http: Http): Promise<void> {
+  const answers = [];
+  for (const path of ['/healthz', '/api/hello']) {
+    try {
+      answers.push(await http.send({ path }));
+    } catch (error) {
+      throw new ToolError(`cannot reach ${http.origin.origin}: ${(error as Error).message}`);
+    }
+  }
+  const json = answers.some((res) => {
+    try {
+      JSON.parse(res.text);
+      return /^application\/json\b/i.test(String(res.headers['content-type']));
+    } catch {
+      return false;
+    }
+  });
+  if (!json) {
+    const [health] = answers;
+    throw new ToolError(
+      `${http.origin.origin}${http.prefix} does not look like the service: GET /healthz and GET /api/hello answer no JSON` +
+        ` (GET /healthz: ${health?.status} ${health?.headers['content-type'] ?? 'no content type'})`,
+    );
+  }
+}
+
+export async function runConformance(options: Options): Promise<Report> {
+  const started = Date.now();
+  const base = baseUrl(options.baseUrl);
+  checkNames([...(options.only ?? []), ...(options.skip ?? [])]);
+  const http = new Http(base, {
+    maxRequests: options.maxRequests ?? 5000,
+    maxTimeMs: options.maxTimeMs ?? 600_000,
+    requestTimeoutMs: options.requestTimeoutMs ?? 10_000,
+  });
+  if (options.onWait !== undefined) http.onWait = options.onWait;
+  await preflight(http);
+
+  const ctx: Context = makeContext(http, {
+    write: options.write ?? false,
+    rateLimit: options.rateLimit ?? false,
+    slow: options.slow ?? false,
+    bodyLimit: options.bodyLimit ?? 1024 * 1024,
+    origin: options.origin ?? 'https://conformance.example',
+  });
+  const checks = ALL_CHECKS.filter((check) => selected(check, options.only, options.skip));
+  const results: CheckResult[] = [];
+  let spent: string | undefined;
+  for (const [index, check] of checks.entries()) {
+    options.onCheckStart?.(check, index, checks.length);
+    const checkStarted = Date.now();
+    const result = await runOne(check, ctx, spent);
+    if (result.outcome === 'skip' && result.reason?.startsWith('budget: ')) spent = result.reason;
+    result.durationMs = Date.now() - checkStarted;
+    results.push(result);
+    options.onResult?.(result, index, checks.length);
+  }
+  const count = (outcome: Outcome) => results.filter((result) => result.outcome === outcome).length;
+  return {
+    target: base.href.replace(/\/$/, ''),
+    passed: count('pass'),
+    failed: count('fail'),
+    skipped: count('skip'),
+    requests: http.sent,
+    durationMs: Date.now() - started,
+    results,
+  };
+}
+
+const FLAGS = { write: '--write', 'rate-limit': '--rate-limit', slow: '--slow' } as const;
+
+async function runOne(check: Check, ctx: Context, spent: string | undefined): Promise<CheckResult> {
+  const base = { id: check.id, group: check.group, clause: check.clause, title: check.title, durationMs: 0 };
+  if (spent !== undefined) return { ...base, outcome: 'skip', reason: spent };
+  const needs = check.needs;
+  if (needs !== undefined && !ctx.options[needs === 'rate-limit' ? 'rateLimit' : needs]) {
+    return { ...base, outcome: 'skip', reason: `needs ${FLAGS[needs]}` };
+  }
+  try {
+    await check.run(ctx);
+    return { ...base, outcome: 'pass' };
+  } catch (error) {
+    if (error instanceof CheckSkip) return { ...base, outcome: 'skip', reason: error.message };
+    if (error instanceof BudgetError) return { ...base, outcome: 'skip', reason: `budget: ${error.message}` };
+    if (error instanceof CheckFailure) {
+      return { ...base, outcome: 'fail', expected: error.expected, actual: error.actual };
+    }
+    return { ...base, outcome: 'fail', expected: 'an answer', actual: (error as Error).message };
+  }
+}

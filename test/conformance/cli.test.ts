@@ -1,0 +1,147 @@
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { createServer, type Server } from 'node:http';
+import { after, before, describe, it } from 'node:test';
+import type { Report } from '../../src/conformance/index.js';
+import { ROOT } from '../server-process.js';
+import { startBrokenServer } from './broken-server.js';
+
+/** `greeting-service conformance ...` as a user runs it: the built process entry (npm run build first). */
+async function conformance(...args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  const child = spawn(process.execPath, ['dist/server.js', 'conformance', ...args], { cwd: ROOT });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.setEncoding('utf8').on('data', (chunk: string) => {
+    stdout += chunk;
+  });
+  child.stderr.setEncoding('utf8').on('data', (chunk: string) => {
+    stderr += chunk;
+  });
+  const [code] = (await once(child, 'close')) as [number | null];
+  return { code, stdout, stderr };
+}
+
+const LINE = /^(pass|fail|skip) {2}[a-z-]+\.[a-z-]+ {2}\[[^\]]+\] {2}\S.*$/;
+
+async function listen(server: Server): Promise<string> {
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  return `http://127.0.0.1:${(server.address() as { port: number }).port}`;
+}
+
+describe('greeting-service conformance', () => {
+  let good: { url: string; server: Server };
+  let broken: { url: string; server: Server };
+  let html: Server;
+  let htmlUrl: string;
+  let closedUrl: string;
+
+  before(async () => {
+    good = await startBrokenServer([]);
+    broken = await startBrokenServer(['html-404']);
+    html = createServer((_req, res) => res.writeHead(200, { 'Content-Type': 'text/html' }).end('<html>hi</html>'));
+    htmlUrl = await listen(html);
+    const closed = createServer();
+    closedUrl = await listen(closed);
+    closed.close();
+  });
+  after(() => {
+    for (const server of [good.server, broken.server, html]) server.close();
+  });
+
+  it('prints one line per check and the summary, and exits 0 when nothing failed', async () => {
+    const { code, stdout, stderr } = await conformance(good.url, '--only', 'hello,echo');
+    const lines = stdout.trimEnd().split('\n');
+    const summary = lines.pop();
+    assert.equal(code, 0, stderr);
+    assert.equal(stderr, '');
+    for (const line of lines) assert.match(line, LINE);
+    assert.ok(lines.some((line) => line.startsWith('pass  hello.greeting  [spec 4.2, 2.2]  ')));
+    assert.match(summary ?? '', /^\d+ passed, 0 failed, 0 skipped$/);
+    assert.equal(Number(summary?.split(' ')[0]), lines.length);
+  });
+
+  it('exits 1 when a check fails, the line saying what was expected and what came', async () => {
+    const { code, stdout } = await conformance(broken.url, '--only', 'errors');
+    assert.equal(code, 1);
+    const line = stdout.split('\n').find((l) => l.startsWith('fail  errors.not-found  '));
+    assert.match(
+      line ?? '',
+      /\[spec 7\.1, 7\.2; contract: Errors\] .*: expected .*application\/json.*, actual "text\/html"/,
+    );
+    assert.match(stdout, /^\d+ passed, 2 failed, 0 skipped$/m);
+  });
+
+  it('--json prints the report', async () => {
+    const { code, stdout } = await conformance(broken.url, '--only', 'errors,hello', '--json');
+    assert.equal(code, 1);
+    const report = JSON.parse(stdout) as Report;
+    assert.equal(report.target, broken.url);
+    assert.equal(report.failed, 2);
+    assert.deepEqual(new Set(report.results.map((r) => r.group)), new Set(['errors', 'hello']));
+    const failed = report.results.find((r) => r.outcome === 'fail');
+    assert.equal(typeof failed?.expected, 'string');
+    assert.equal(typeof failed?.actual, 'string');
+  });
+
+  it('--only and --skip take groups and check ids; the checks that need a flag are skipped without it', async () => {
+    const { code, stdout } = await conformance(
+      good.url,
+      '--only',
+      'hello,rate-limit',
+      '--skip',
+      'hello.head,hello.timestamp',
+    );
+    assert.equal(code, 0);
+    assert.doesNotMatch(stdout, /hello\.head|hello\.timestamp|echo\./);
+    assert.match(stdout, /^pass {2}hello\.greeting /m);
+    assert.match(stdout, /^skip {2}rate-limit\.exceeded {2}.*: needs --rate-limit$/m);
+    assert.match(stdout, /^\d+ passed, 0 failed, 2 skipped$/m);
+  });
+
+  for (const [what, args, message] of [
+    [
+      'an unreachable URL',
+      () => [closedUrl],
+      /^greeting-service conformance: cannot reach http:\/\/127\.0\.0\.1:\d+: .*ECONNREFUSED/,
+    ],
+    [
+      'an ftp URL',
+      () => ['ftp://x'],
+      /^greeting-service conformance: not an http:\/\/ or https:\/\/ URL: ftp:\/\/x\n$/,
+    ],
+    ['text that is not a URL', () => ['not a url'], /^greeting-service conformance: not a URL: "not a url"/],
+    [
+      'a server answering HTML to everything',
+      () => [htmlUrl],
+      /^greeting-service conformance: .* does not look like the service/,
+    ],
+    ['no URL', () => [], /^greeting-service conformance: takes one base URL/],
+    [
+      'an unknown group',
+      () => [good.url, '--only', 'nope'],
+      /^greeting-service conformance: unknown group or check: nope/,
+    ],
+    [
+      'an unknown option',
+      () => [good.url, '--frobnicate'],
+      /^greeting-service conformance: Unknown option '--frobnicate'/,
+    ],
+  ] as const) {
+    it(`answers ${what} with one line and exit code 2`, async () => {
+      const { code, stdout, stderr } = await conformance(...args());
+      assert.equal(code, 2);
+      assert.equal(stdout, '');
+      assert.equal(stderr.split('\n').length, 2, stderr);
+      assert.match(stderr, message);
+    });
+  }
+
+  it('--help describes the options and exits 0', async () => {
+    const { code, stdout } = await conformance('--help');
+    assert.equal(code, 0);
+    assert.match(stdout, /^Usage: greeting-service conformance <base-url>/);
+    assert.match(stdout, /--rate-limit/);
+  });
+});
