@@ -280,3 +280,73 @@ describe('the client against two instances sharing Redis', { skip: REDIS_SERVER_
     assert.notDeepEqual(rest.data[0], first.data[0]);
   });
 });
+
+/** Each operation of the document, and the client's method for it. */
+const METHODS: Record<string, string> = {
+  getHello: 'hello',
+  getGreeting: 'greeting',
+  search: 'search',
+  echo: 'echo',
+  getProfile: 'profile.get',
+  updateProfile: 'profile.update',
+  patchProfile: 'profile.patch',
+  replaceProfile: 'profile.replace',
+  exchange: 'exchange',
+  listCurrencies: 'currencies.list',
+  getCurrency: 'currencies.get',
+  getHealth: 'health',
+  getReadiness: 'readiness',
+};
+/** Operations that are not the JSON API: the document itself, and Prometheus's text. */
+const NOT_IN_THE_CLIENT = ['getOpenApi', 'getMetrics'];
+/** Methods that are no operation of their own. */
+const HELPERS = ['currencies.all'];
+
+/** The dotted names of the functions of a client, one level of groups deep. */
+function methodsOf(client: Client): string[] {
+  return Object.entries(client).flatMap(([name, member]) =>
+    typeof member === 'function' ? [name] : Object.keys(member as object).map((inner) => `${name}.${inner}`),
+  );
+}
+
+describe('the client and the OpenAPI document', () => {
+  it('has a method for every operation of the document, and none for an operation it does not have', async () => {
+    const app = await buildApp(testConfig());
+    try {
+      const document = (await app.inject({ url: '/openapi.json' })).json() as {
+        paths: Record<string, Record<string, { operationId?: string }>>;
+      };
+      const operations = Object.values(document.paths).flatMap((item) =>
+        Object.values(item).flatMap((operation) =>
+          operation.operationId === undefined ? [] : [operation.operationId],
+        ),
+      );
+      assert.deepEqual(
+        [...operations].sort(),
+        [...Object.keys(METHODS), ...NOT_IN_THE_CLIENT].sort(),
+        'the document and the table of methods name the same operations',
+      );
+      const client = createClient({ baseUrl: 'http://127.0.0.1:1' });
+      assert.deepEqual(methodsOf(client).sort(), [...Object.values(METHODS), ...HELPERS].sort());
+    } finally {
+      await app.close();
+    }
+  });
+
+  it('types the decimals as strings and the answers by the service schemas', async () => {
+    const client = createClient({ baseUrl: 'http://127.0.0.1:1' });
+    const typed = async () => {
+      const result = await client.exchange({ from: 'USD', to: 'EUR', amount: '1' });
+      const text: string = result.result;
+      // @ts-expect-error: an exact decimal is a string, not a binary number
+      const number: number = result.amount;
+      const currency = await client.currencies.get('EUR', { fields: ['code'] });
+      // @ts-expect-error: only the fields asked for are there
+      currency.rate;
+      // @ts-expect-error: the profile has no such field
+      await client.profile.update({ nickname: 'Ada' });
+      return [text, number];
+    };
+    assert.equal(typeof typed, 'function', 'checked by the type checker (npm run typecheck), not run');
+  });
+});

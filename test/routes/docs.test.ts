@@ -4,9 +4,10 @@ import { mkdir } from 'node:fs/promises';
 import { after, before, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import type { FastifyInstance } from 'fastify';
-import { type Browser, chromium, type Page } from 'playwright-core';
+import type { Browser, Page } from 'playwright-core';
 import { buildApp } from '../../src/app.js';
 import { DOCS_CSP } from '../../src/plugins/response-headers.js';
+import { BROWSER_SKIP, launchBrowser } from '../browser.js';
 import { assertEnvelope, type Client, testConfig, transports } from '../helpers.js';
 
 for (const [transport, connect] of transports) {
@@ -94,20 +95,7 @@ describe('GET /docs under a context path', () => {
 // -----------------------------------------------------------------------------------------------
 // The page in a real browser: Debian's Chromium, driven by playwright-core.
 
-const CHROMIUM = '/usr/bin/chromium';
 const SCREENSHOT = fileURLToPath(new URL('../artifacts/docs.png', import.meta.url));
-
-/** Headless, and nothing that would reach out to the internet on its own. */
-const CHROMIUM_ARGS = [
-  '--headless',
-  '--no-sandbox',
-  '--disable-gpu',
-  '--disable-background-networking',
-  '--disable-quic',
-  '--no-first-run',
-  '--disable-component-update',
-  '--disable-sync',
-];
 
 /**
  * Executes an expanded operation from the page and returns the status and the body the page shows,
@@ -129,7 +117,7 @@ async function execute(
 }
 
 describe('GET /docs in Chromium', {
-  skip: existsSync(CHROMIUM) ? false : `SKIPPED: browser tests need ${CHROMIUM} (.ci/run installs chromium)`,
+  skip: BROWSER_SKIP,
   timeout: 120_000,
 }, () => {
   let app: FastifyInstance;
@@ -142,7 +130,7 @@ describe('GET /docs in Chromium', {
   before(async () => {
     app = await buildApp(testConfig());
     origin = await app.listen({ host: '127.0.0.1', port: 0 });
-    browser = await chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS });
+    browser = await launchBrowser();
     page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
     page.on('request', (request) => requests.push(request.url()));
     page.on('console', (message) => {

@@ -5,29 +5,57 @@ import { tmpdir } from 'node:os';
 import { dirname, join, relative, resolve } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { promisify } from 'node:util';
-import { ROOT } from '../server-process.js';
+import { ROOT } from './server-process.js';
 
 const run = promisify(execFile);
 const KIT = join(ROOT, 'src/conformance');
+const CLIENT = join(ROOT, 'src/client');
 
 async function sources(dir: string): Promise<string[]> {
   const entries = await readdir(dir, { withFileTypes: true, recursive: true });
   return entries.filter((e) => e.isFile() && e.name.endsWith('.ts')).map((e) => join(e.parentPath, e.name));
 }
 
+/**
+ * What the modules under `dir` import, at run time, from outside it and not allowed by `allowed`
+ * (type-only imports vanish from the built code and are left out).
+ */
+async function importsFromOutside(
+  dir: string,
+  allowed: (specifier: string, file: string) => boolean,
+): Promise<string[]> {
+  const outside: string[] = [];
+  for (const file of await sources(dir)) {
+    const text = await readFile(file, 'utf8');
+    for (const [, specifier = ''] of text.matchAll(
+      /(?:^|\n)\s*(?:import|export)\s(?!type\s)[^'"]*?from\s+'([^']+)'/g,
+    )) {
+      const inside = specifier.startsWith('.') && !relative(dir, resolve(dirname(file), specifier)).startsWith('..');
+      if (!inside && !allowed(specifier, file)) outside.push(`${relative(ROOT, file)}: ${specifier}`);
+    }
+    assert.doesNotMatch(text, /import\(/, `${file} imports nothing dynamically`);
+  }
+  return outside;
+}
+
+describe('the client as a package', () => {
+  it("imports at run time nothing but its own modules and the JSON writer: no Node module, no dependency, the platform's fetch", async () => {
+    const writer = join(ROOT, 'src/lib/json-writer.ts');
+    const outside = await importsFromOutside(
+      CLIENT,
+      (specifier, file) => resolve(dirname(file), specifier.replace(/\.js$/, '.ts')) === writer,
+    );
+    assert.deepEqual(outside, []);
+    assert.doesNotMatch(await readFile(writer, 'utf8'), /^import /m, 'the JSON writer imports nothing');
+  });
+});
+
 describe('the conformance kit as a package', () => {
   it('imports nothing of the service: only Node, decimal.js and its own modules', async () => {
-    const outside: string[] = [];
-    for (const file of await sources(KIT)) {
-      const text = await readFile(file, 'utf8');
-      for (const [, specifier = ''] of text.matchAll(/(?:^|\n)\s*(?:import|export)\s[^'"]*?from\s+'([^']+)'/g)) {
-        const inside = specifier.startsWith('.') && !relative(KIT, resolve(dirname(file), specifier)).startsWith('..');
-        if (!inside && !specifier.startsWith('node:') && specifier !== 'decimal.js') {
-          outside.push(`${relative(ROOT, file)}: ${specifier}`);
-        }
-      }
-      assert.doesNotMatch(text, /import\(/, `${file} imports nothing dynamically`);
-    }
+    const outside = await importsFromOutside(
+      KIT,
+      (specifier) => specifier.startsWith('node:') || specifier === 'decimal.js',
+    );
     assert.deepEqual(outside, []);
   });
 
@@ -75,7 +103,19 @@ describe('the conformance kit as a package', () => {
     it('maps the package root to the service, as main did', async () => {
       const manifest = JSON.parse(await readFile(join(ROOT, 'package.json'), 'utf8'));
       assert.equal(manifest.exports['.'].default, `./${manifest.main}`);
-      assert.deepEqual(Object.keys(manifest.exports), ['.', './conformance', './package.json']);
+      assert.deepEqual(Object.keys(manifest.exports), ['.', './client', './conformance', './package.json']);
+    });
+
+    it("ships the client and resolves import('greeting-service/client') to createClient", async () => {
+      for (const file of ['client/index.js', 'client/index.d.ts', 'client/exact-json.js', 'lib/json-writer.js']) {
+        assert.ok(files.includes(`dist/${file}`), file);
+      }
+      const script =
+        "const { createClient, JsonNumber } = await import('greeting-service/client');" +
+        "const client = createClient({ baseUrl: 'http://127.0.0.1:1' });" +
+        "process.stdout.write(JSON.stringify([typeof client.exchange, typeof client.currencies.all, new JsonNumber('1e400').text]));";
+      const { stdout } = await run(process.execPath, ['--input-type=module', '-e', script], { cwd: scratch });
+      assert.deepEqual(JSON.parse(stdout), ['function', 'function', '1e400']);
     });
   });
 });
