@@ -102,17 +102,15 @@ function listParameter(
     pattern: listPattern(options.pattern),
     ...(example !== undefined && { examples: [example.join(',')] }),
   });
-  return Type.Optional(
-    Object.assign(schema, {
-      [DOCUMENTED_AS]: {
-        type: 'array',
-        minItems: 1,
-        items: item,
-        description: options.description,
-        ...(example !== undefined && { examples: [example] }),
-      },
-    }),
-  );
+  const documented = {
+    type: 'array',
+    minItems: 1,
+    items: item,
+    description: options.description,
+    ...(example !== undefined && { examples: [example] }),
+  };
+  // Typed as the string it validates: the document's form is no part of the request's type.
+  return Type.Optional(Object.assign(schema, { [DOCUMENTED_AS]: documented }) as typeof schema);
 }
 
 function pageSize(description: string, note = '', examples: number[] = []) {

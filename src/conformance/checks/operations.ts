@@ -57,6 +57,48 @@ export const healthChecks: Check[] = [
   },
 ];
 
+/**
+ * The document's path items by the path a client sends, under the base URL: each path key joined to
+ * the path of every server that serves it (the path item's own servers, else the document's; `/` when
+ * there are none), as OpenAPI resolves them, variables at their defaults, relative URLs against the
+ * document's own.
+ */
+function documentedPaths(doc: JsonObject, documentUrl: URL, prefix: string): Map<string, JsonObject> {
+  const servers = (value: unknown): string[] => {
+    const list = Array.isArray(value) ? value.filter(isObject) : [];
+    return list.map((server) => {
+      let url = typeof server.url === 'string' ? server.url : '/';
+      const variables = isObject(server.variables) ? server.variables : {};
+      for (const [name, variable] of Object.entries(variables)) {
+        const value = isObject(variable) && typeof variable.default === 'string' ? variable.default : '';
+        url = url.replaceAll(`{${name}}`, value);
+      }
+      return new URL(url, documentUrl).pathname.replace(/\/$/, '');
+    });
+  };
+  const rootServers = servers(doc.servers);
+  const items = new Map<string, JsonObject>();
+  for (const [key, item] of Object.entries(isObject(doc.paths) ? doc.paths : {})) {
+    if (!isObject(item)) continue;
+    const own = servers(item.servers);
+    const bases = own.length > 0 ? own : rootServers.length > 0 ? rootServers : [''];
+    for (const base of bases) {
+      const full = base + key;
+      items.set(full.startsWith(`${prefix}/`) ? full.slice(prefix.length) : full, item);
+    }
+  }
+  return items;
+}
+
+/** The document the service serves, and its path items by the path a client sends. */
+async function documentOf(
+  ctx: Parameters<Check['run']>[0],
+): Promise<{ doc: JsonObject; paths: Map<string, JsonObject> }> {
+  const doc = expectObject(await ctx.get('/openapi.json'), 200);
+  const documentUrl = new URL(`${ctx.http.prefix}/openapi.json`, ctx.http.origin);
+  return { doc, paths: documentedPaths(doc, documentUrl, ctx.http.prefix) };
+}
+
 export const openapiChecks: Check[] = [
   {
     id: 'openapi.document',
@@ -64,13 +106,11 @@ export const openapiChecks: Check[] = [
     clause: OPERATIONS,
     title: 'GET /openapi.json is an OpenAPI 3.1 document of every route and method',
     async run(ctx) {
-      const doc = expectObject(await ctx.get('/openapi.json'), 200);
+      const { doc, paths } = await documentOf(ctx);
       if (typeof doc.openapi !== 'string' || !doc.openapi.startsWith('3.1.')) fail('openapi: 3.1.x', show(doc.openapi));
-      const paths = isObject(doc.paths) ? doc.paths : {};
-      const prefix = ctx.http.prefix;
       const missing: string[] = [];
       for (const [path, methods] of Object.entries(ROUTES)) {
-        const item = (paths[path] ?? paths[prefix + path]) as JsonObject | undefined;
+        const item = paths.get(path);
         for (const method of methods)
           if (!isObject(item) || !isObject(item[method])) missing.push(`${method.toUpperCase()} ${path}`);
       }
@@ -83,11 +123,10 @@ export const openapiChecks: Check[] = [
     clause: OPERATIONS,
     title: 'each /api operation documents its success and its error answers',
     async run(ctx) {
-      const doc = expectObject(await ctx.get('/openapi.json'), 200);
-      const paths = isObject(doc.paths) ? doc.paths : {};
+      const { paths } = await documentOf(ctx);
       const bare: string[] = [];
-      for (const [path, item] of Object.entries(paths)) {
-        if (!path.includes('/api/') || !isObject(item)) continue;
+      for (const [path, item] of paths) {
+        if (!path.startsWith('/api/')) continue;
         for (const [method, operation] of Object.entries(item)) {
           if (!isObject(operation) || !isObject(operation.responses)) continue;
           const codes = Object.keys(operation.responses);
@@ -105,8 +144,7 @@ export const openapiChecks: Check[] = [
     clause: OPERATIONS,
     title: 'the documented success bodies have the fields the service answers with',
     async run(ctx) {
-      const doc = expectObject(await ctx.get('/openapi.json'), 200);
-      const paths = isObject(doc.paths) ? doc.paths : {};
+      const { doc, paths } = await documentOf(ctx);
       const resolve = (schema: unknown): JsonObject => {
         let node = schema;
         for (let hops = 0; isObject(node) && typeof node.$ref === 'string' && hops < 10; hops += 1) {
@@ -124,7 +162,7 @@ export const openapiChecks: Check[] = [
         ['/api/profile', '/api/profile'],
         ['/healthz', '/healthz'],
       ] as const) {
-        const item = paths[route] ?? paths[ctx.http.prefix + route];
+        const item = paths.get(route);
         const get = isObject(item) ? item.get : undefined;
         const ok = isObject(get) && isObject(get.responses) ? resolve(get.responses['200']) : {};
         const media = isObject(ok.content) ? ok.content['application/json'] : undefined;
