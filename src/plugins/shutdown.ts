@@ -38,12 +38,15 @@ export const shutdownPlugin = fp(
     });
     app.addHook('preClose', (done) => {
       draining = true;
-      // An answer still to be written says `Connection: close`, so that the client does not send
-      // another request on a connection about to close (Fastify says it only to requests that
-      // arrive from now on). `_httpMessage` is the response a socket is serving, as Node keeps it.
+      // The answer to a request read whole says `Connection: close`, so that the client sends no
+      // other request on a connection about to close (Fastify says it only to requests that arrive
+      // from now on). Not to one still arriving: a client may have pipelined more behind it, which
+      // is answered. `_httpMessage` is the response a socket is serving, as Node keeps it.
       for (const socket of connections) {
         const response = (socket as Socket & { _httpMessage?: ServerResponse | null })._httpMessage;
-        if (response != null && !response.headersSent) response.setHeader('connection', 'close');
+        if (response != null && !response.headersSent && response.req.complete) {
+          response.setHeader('connection', 'close');
+        }
       }
       // What has already arrived is taken in first: closed unread, a request a load balancer sent
       // on a kept-alive connection would be reset, which it cannot tell from a failure (and a POST

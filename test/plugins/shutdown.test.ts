@@ -4,8 +4,10 @@ import { connect, type Socket } from 'node:net';
 import { describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { buildApp } from '../../src/app.js';
+import { MemoryProfileStore } from '../../src/stores/memory-profile.js';
+import type { ProfileStore } from '../../src/stores/profile.js';
 import { testConfig } from '../helpers.js';
-import { holdEchoRequest, SLOW_BODY } from '../raw-http.js';
+import { connectTo, holdEchoRequest, ResponseReader, SLOW_BODY } from '../raw-http.js';
 
 const REQUEST = 'GET /api/hello HTTP/1.1\r\nHost: service\r\n\r\n';
 
@@ -59,18 +61,42 @@ describe('draining (shutdown plugin)', () => {
     }
   });
 
-  it('answers a request in flight when the shutdown begins with Connection: close, so that no other is sent on its connection', async () => {
+  it('answers a request read whole and in flight when the shutdown begins with Connection: close, so that no other is sent on its connection', async () => {
+    // A store that answers when told: the request waits in its handler across the start of the shutdown.
+    const memory = new MemoryProfileStore();
+    let answer: (() => void) | undefined;
+    const store: ProfileStore = {
+      get: () => new Promise((resolve) => (answer = () => resolve(memory.get()))),
+      compareAndSet: (version, next) => memory.compareAndSet(version, next),
+    };
+    const app = await buildApp(testConfig({ logLevel: 'silent' }), { profileStore: store });
+    await app.listen({ host: '127.0.0.1', port: 0 });
+    const { port } = app.server.address() as { port: number };
+    const reader = new ResponseReader(await connectTo(port));
+    reader.socket.write(`GET /api/profile HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\n\r\n`);
+    while (answer === undefined) await sleep(5);
+    const closed = app.close();
+    await sleep(20);
+    answer?.();
+    const res = await reader.next();
+    assert.equal(res.status, 200, res.text);
+    assert.equal(res.headers.connection, 'close');
+    await closed;
+    reader.socket.destroy();
+  });
+
+  it('answers a request still arriving when the shutdown begins, and one pipelined behind it', async () => {
     const app = await buildApp(testConfig({ logLevel: 'silent' }));
     await app.listen({ host: '127.0.0.1', port: 0 });
     const { port } = app.server.address() as { port: number };
     const held = await holdEchoRequest(port);
     const closed = app.close();
     await sleep(20);
-    held.socket.write(held.rest);
-    const res = await held.reader.next();
-    assert.equal(res.status, 200, res.text);
-    assert.deepEqual(res.json().received, JSON.parse(SLOW_BODY));
-    assert.equal(res.headers.connection, 'close');
+    held.socket.write(`${held.rest}GET /healthz HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\n\r\n`);
+    const echo = await held.reader.next();
+    assert.equal(echo.status, 200, echo.text);
+    assert.deepEqual(echo.json().received, JSON.parse(SLOW_BODY));
+    assert.equal((await held.reader.next()).status, 200);
     await closed;
     held.socket.destroy();
   });
