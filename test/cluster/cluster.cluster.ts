@@ -17,7 +17,8 @@ import { freePort, NGINX_BIN, Nginx } from './nginx.js';
  * behind nginx running deploy/nginx.conf, everything on loopback. Under a steady, bounded load of
  * every endpoint and of profile writes with If-Match, each instance is restarted in turn, then
  * Redis stops answering and is killed and started afresh; last, the rate limit is checked to be
- * one count across the three. It prints its figures: requests, failures by kind, p99 per phase.
+ * one count across the three. It prints its figures: requests, failures by kind, p99 per phase;
+ * with CLUSTER_DEBUG=1, nginx's error log too.
  */
 
 const MISSING = [
@@ -463,6 +464,7 @@ describe('three instances behind nginx, sharing one Redis', { skip: SKIP_REASON 
       figures.failures = Object.fromEntries(failures);
       figures.writes = { ...writes, failed: Object.fromEntries(writes.failed) };
       figures.nginx = { ...(await nginx.accessLog()), upstream_errors: nginx.upstreamErrors() };
+      if (process.env.CLUSTER_DEBUG) console.log(nginx.stderr());
       figures.run_s = Math.round((performance.now() - testStarted) / 100) / 10;
       console.log(`cluster: ${JSON.stringify(figures, null, 1)}`);
 

@@ -132,7 +132,6 @@ export class Nginx {
     for (const line of this.#stderr.split('\n')) {
       const kind = /\[error\] [\d#]+: \*\d+ (.*?)(?: while [^,]*)?, client:/.exec(line)?.[1];
       if (kind !== undefined) kinds[kind] = (kinds[kind] ?? 0) + 1;
-      if (kind !== undefined && process.env.CLUSTER_DEBUG) console.log(line);
     }
     return kinds;
   }
