@@ -44,6 +44,14 @@ export interface AppOptions {
 
 const buildSerializer = SerializerSelector();
 
+/** TRUST_PROXY as Fastify takes it: a hop count as a function, since Fastify reads a number as no trust at all. */
+function trustProxyOption(
+  trust: Config['trustProxy'],
+): boolean | string[] | ((address: string, hop: number) => boolean) {
+  if (typeof trust === 'number') return (_address, hop) => hop < trust;
+  return typeof trust === 'boolean' ? trust : [...trust];
+}
+
 /** Fastify's own response serializers (fast-json-stringify), each compiled when first used. */
 function lazySerializers(...args: Parameters<typeof buildSerializer>): ReturnType<typeof buildSerializer> {
   const compile = buildSerializer(...args);
@@ -72,7 +80,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
     genReqId: (request) => headers.requestId(request),
     rewriteUrl: versionedUrlRewriter(config.contextPath),
     bodyLimit: config.bodyLimit,
-    trustProxy: config.trustProxy,
+    trustProxy: trustProxyOption(config.trustProxy),
     return503OnClosing: false, // requests still arriving while draining are served
     routerOptions: {
       ignoreTrailingSlash: true,

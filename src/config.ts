@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { isIP } from 'node:net';
 import { type ParseArgsConfig, parseArgs } from 'node:util';
 
 /** A configuration value that cannot be used; its message is the one line printed before exit 1. */
@@ -44,6 +45,39 @@ function isOrigin(text: string): boolean {
   } catch {
     return false;
   }
+}
+
+/** Which proxies are believed about the client's address: every hop, none, the nearest N, or those at these addresses. */
+export type TrustProxy = boolean | number | readonly string[];
+
+/** The names proxy-addr gives to ranges of addresses. */
+const ADDRESS_RANGES = new Set(['loopback', 'linklocal', 'uniquelocal']);
+
+/** An IP address, a CIDR range (`10.0.0.0/8`, `fd00::/8`) or a named range, as Fastify's trustProxy takes it. */
+function isTrustedAddress(text: string): boolean {
+  if (ADDRESS_RANGES.has(text)) return true;
+  const [address = '', prefix, ...rest] = text.split('/');
+  const family = isIP(address);
+  if (family === 0 || rest.length > 0) return false;
+  return prefix === undefined || (/^\d{1,3}$/.test(prefix) && Number(prefix) <= (family === 4 ? 32 : 128));
+}
+
+/**
+ * `true` (every hop: the leftmost X-Forwarded-For entry), `false` or `0` (none: the connection's
+ * address), a number of hops N (the Nth entry from the right), or a comma-separated list of the
+ * proxies' addresses and ranges, each checked here so that a typo is a configuration error.
+ */
+function trustProxy(raw: string): TrustProxy {
+  const value = BOOLEANS.get(raw.toLowerCase());
+  if (value !== undefined && raw !== '1') return value;
+  if (/^\d+$/.test(raw)) return integer(0, 2 ** 31 - 1)(raw) || false;
+  const entries = raw.split(',').map((entry) => entry.trim());
+  if (!entries.every(isTrustedAddress)) {
+    throw new Error(
+      'must be true, false, a number of proxies, or a comma-separated list of IP addresses, CIDR ranges (10.0.0.0/8) and loopback, linklocal or uniquelocal',
+    );
+  }
+  return entries;
 }
 
 /** Redis reads a database number as a signed 32-bit integer. */
@@ -187,12 +221,12 @@ export const SETTINGS = {
     default: 60_000,
     parse: integer(1, 2 ** 31 - 1),
   }),
-  /** Only behind a proxy that sets X-Forwarded-For. */
-  trustProxy: setting({
+  /** Only behind a proxy that sets X-Forwarded-For; `1` is one hop, not `true`. */
+  trustProxy: setting<TrustProxy>({
     env: 'TRUST_PROXY',
-    help: 'true/1: the client address is taken from X-Forwarded-For',
+    help: 'whose X-Forwarded-For to believe: a number of proxies (1 behind one balancer), their addresses/CIDRs, comma-separated, or true (every hop)',
     default: false,
-    parse: boolean,
+    parse: trustProxy,
   }),
   /** `*` for any origin, or exact origins (`https://app.example`); never with credentials. */
   corsOrigins: setting<'*' | readonly string[]>({

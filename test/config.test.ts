@@ -88,16 +88,37 @@ describe('loadConfig', () => {
     });
   });
 
-  it('reads TRUST_PROXY as true, false, 1 or 0 in any case', () => {
+  it('reads TRUST_PROXY true and false in any case as booleans, and 0 as false', () => {
     for (const [raw, value] of [
       ['true', true],
       ['TRUE', true],
-      ['1', true],
       ['false', false],
       ['False', false],
       ['0', false],
     ] as const) {
       assert.equal(loadConfig([], { TRUST_PROXY: raw }).trustProxy, value, raw);
+    }
+  });
+
+  it('reads TRUST_PROXY 1 and above as a number of hops: 1 is one proxy, not every hop', () => {
+    for (const [raw, value] of [
+      ['1', 1],
+      ['2', 2],
+      ['007', 7],
+    ] as const) {
+      assert.equal(loadConfig([], { TRUST_PROXY: raw }).trustProxy, value, raw);
+    }
+  });
+
+  it('reads TRUST_PROXY as a list of addresses, CIDR ranges and named ranges, trimmed', () => {
+    for (const [raw, value] of [
+      ['127.0.0.1', ['127.0.0.1']],
+      ['10.0.0.0/8, 192.168.1.7', ['10.0.0.0/8', '192.168.1.7']],
+      ['::1,fd00::/8,2001:db8::/128', ['::1', 'fd00::/8', '2001:db8::/128']],
+      ['loopback,linklocal , uniquelocal', ['loopback', 'linklocal', 'uniquelocal']],
+      ['172.16.0.0/12,0.0.0.0/0', ['172.16.0.0/12', '0.0.0.0/0']],
+    ] as const) {
+      assert.deepEqual(loadConfig([], { TRUST_PROXY: raw }).trustProxy, value, raw);
     }
   });
 
@@ -186,10 +207,59 @@ describe('loadConfig', () => {
     [[], { RATE_LIMIT_MAX: '1e3' }, 'invalid RATE_LIMIT_MAX "1e3": must be an integer from 0 to 2147483647'],
     [[], { RATE_LIMIT_WINDOW_MS: '0' }, 'invalid RATE_LIMIT_WINDOW_MS "0": must be an integer from 1 to 2147483647'],
     [[], { RATE_LIMIT_WINDOW_MS: '1m' }, 'invalid RATE_LIMIT_WINDOW_MS "1m": must be an integer from 1 to 2147483647'],
-    [[], { TRUST_PROXY: 'yes' }, 'invalid TRUST_PROXY "yes": must be true, false, 1 or 0'],
+    [
+      [],
+      { TRUST_PROXY: 'yes' },
+      'invalid TRUST_PROXY "yes": must be true, false, a number of proxies, or a comma-separated list of IP addresses, CIDR ranges (10.0.0.0/8) and loopback, linklocal or uniquelocal',
+    ],
+    [
+      [],
+      { TRUST_PROXY: '10.0.0.0/33' },
+      'invalid TRUST_PROXY "10.0.0.0/33": must be true, false, a number of proxies, or a comma-separated list of IP addresses, CIDR ranges (10.0.0.0/8) and loopback, linklocal or uniquelocal',
+    ],
+    [
+      [],
+      { TRUST_PROXY: '10.0.0.1,' },
+      'invalid TRUST_PROXY "10.0.0.1,": must be true, false, a number of proxies, or a comma-separated list of IP addresses, CIDR ranges (10.0.0.0/8) and loopback, linklocal or uniquelocal',
+    ],
+    [
+      [],
+      { TRUST_PROXY: '10.0.0.1,10.0.0.300' },
+      'invalid TRUST_PROXY "10.0.0.1,10.0.0.300": must be true, false, a number of proxies, or a comma-separated list of IP addresses, CIDR ranges (10.0.0.0/8) and loopback, linklocal or uniquelocal',
+    ],
+    [
+      [],
+      { TRUST_PROXY: 'fd00::/129' },
+      'invalid TRUST_PROXY "fd00::/129": must be true, false, a number of proxies, or a comma-separated list of IP addresses, CIDR ranges (10.0.0.0/8) and loopback, linklocal or uniquelocal',
+    ],
+    [
+      [],
+      { TRUST_PROXY: '10.0.0.0/8/8' },
+      'invalid TRUST_PROXY "10.0.0.0/8/8": must be true, false, a number of proxies, or a comma-separated list of IP addresses, CIDR ranges (10.0.0.0/8) and loopback, linklocal or uniquelocal',
+    ],
+    [
+      [],
+      { TRUST_PROXY: '10.0.0.0/+8' },
+      'invalid TRUST_PROXY "10.0.0.0/+8": must be true, false, a number of proxies, or a comma-separated list of IP addresses, CIDR ranges (10.0.0.0/8) and loopback, linklocal or uniquelocal',
+    ],
+    [
+      [],
+      { TRUST_PROXY: 'proxy.internal' },
+      'invalid TRUST_PROXY "proxy.internal": must be true, false, a number of proxies, or a comma-separated list of IP addresses, CIDR ranges (10.0.0.0/8) and loopback, linklocal or uniquelocal',
+    ],
+    [
+      [],
+      { TRUST_PROXY: '-1' },
+      'invalid TRUST_PROXY "-1": must be true, false, a number of proxies, or a comma-separated list of IP addresses, CIDR ranges (10.0.0.0/8) and loopback, linklocal or uniquelocal',
+    ],
+    [[], { TRUST_PROXY: '2147483648' }, 'invalid TRUST_PROXY "2147483648": must be an integer from 0 to 2147483647'],
     [[], { METRICS_ENABLED: 'off' }, 'invalid METRICS_ENABLED "off": must be true, false, 1 or 0'],
     // An inherited property of an object is no boolean.
-    [[], { TRUST_PROXY: 'constructor' }, 'invalid TRUST_PROXY "constructor": must be true, false, 1 or 0'],
+    [
+      [],
+      { TRUST_PROXY: 'constructor' },
+      'invalid TRUST_PROXY "constructor": must be true, false, a number of proxies, or a comma-separated list of IP addresses, CIDR ranges (10.0.0.0/8) and loopback, linklocal or uniquelocal',
+    ],
     [[], { HEADERS_TIMEOUT_MS: '0' }, 'invalid HEADERS_TIMEOUT_MS "0": must be an integer from 1 to 2147483647'],
     [[], { REQUEST_TIMEOUT_MS: '1s' }, 'invalid REQUEST_TIMEOUT_MS "1s": must be an integer from 1 to 2147483647'],
     [

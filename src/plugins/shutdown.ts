@@ -1,3 +1,4 @@
+import type { ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import fp from 'fastify-plugin';
 import type { RequestLog } from '../logging/request-log.js';
@@ -9,6 +10,11 @@ declare module 'fastify' {
   }
 }
 
+/** Runs `then` after `turns` turns of the event loop, each with a poll for I/O. */
+function afterTurns(turns: number, then: () => void): void {
+  setImmediate(() => (turns > 1 ? afterTurns(turns - 1, then) : then()));
+}
+
 /**
  * Graceful draining. Fastify's close stops the listener and closes the connections idle between
  * two requests at that moment; a keep-alive connection whose request was still in flight would
@@ -16,7 +22,8 @@ declare module 'fastify' {
  * finished response is followed by closing whatever connections have gone idle. Node counts a
  * connection that has not sent a byte yet (one a load balancer opened ahead of need) as a
  * request on its way, which would hold the process up until the shutdown timeout: those are
- * closed when draining begins, as no request has been accepted on them.
+ * closed when draining begins, as no request has been accepted on them. Both closes wait for the
+ * bytes already received to be read, so that a request sent before the shutdown is served.
  */
 export const shutdownPlugin = fp(
   async (app, { requestLog }: { requestLog: RequestLog }) => {
@@ -31,11 +38,29 @@ export const shutdownPlugin = fp(
     });
     app.addHook('preClose', (done) => {
       draining = true;
-      for (const socket of connections) if (socket.bytesRead === 0) socket.destroy();
-      done();
+      // The answer to a request read whole says `Connection: close`, so that the client sends no
+      // other request on a connection about to close (Fastify says it only to requests that arrive
+      // from now on). Not to one still arriving: a client may have pipelined more behind it, which
+      // is answered. `_httpMessage` is the response a socket is serving, as Node keeps it.
+      for (const socket of connections) {
+        const response = (socket as Socket & { _httpMessage?: ServerResponse | null })._httpMessage;
+        if (response != null && !response.headersSent && response.req.complete) {
+          response.setHeader('connection', 'close');
+        }
+      }
+      // What has already arrived is taken in first: closed unread, a request a load balancer sent
+      // on a kept-alive connection would be reset, which it cannot tell from a failure (and a POST
+      // is not passed on). Three turns of the event loop: one to accept a waiting connection, one to
+      // read it, one to spare.
+      afterTurns(3, () => {
+        for (const socket of connections) if (socket.bytesRead === 0) socket.destroy();
+        done();
+      });
     });
     requestLog.onCompleted(() => {
-      if (draining) setImmediate(() => app.server.closeIdleConnections());
+      // After the turns that read a request already sent on the connection, answered then with
+      // `Connection: close`, rather than reset.
+      if (draining) afterTurns(3, () => app.server.closeIdleConnections());
     });
   },
   { name: 'shutdown' },

@@ -1,14 +1,16 @@
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
+import { once } from 'node:events';
 import { mkdtemp } from 'node:fs/promises';
-import { isIP } from 'node:net';
+import { createServer, request as httpRequest } from 'node:http';
+import { type AddressInfo, isIP } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import fc from 'fast-check';
 import type { FastifyInstance } from 'fastify';
-import { Pool } from 'undici';
+import { Pool, Client as UndiciClient } from 'undici';
 import { buildApp } from '../../src/app.js';
 import type { Config } from '../../src/config.js';
 import { clientKey } from '../../src/plugins/rate-limit.js';
@@ -390,6 +392,102 @@ describe('rate limiting with TRUST_PROXY and a hostile X-Forwarded-For (server p
       assert.equal(await get(), MAX - 10_001);
     } finally {
       await pool.close();
+    }
+  });
+});
+
+/**
+ * A reverse proxy as load balancers are: it forwards each request from its own address, 127.0.0.1,
+ * appending the address it was called from to X-Forwarded-For (nginx's $proxy_add_x_forwarded_for).
+ */
+async function appendingProxy(target: string): Promise<{ origin: string; close(): Promise<void> }> {
+  const { hostname, port } = new URL(target);
+  const proxy = createServer((req, res) => {
+    const forwardedFor = [req.headers['x-forwarded-for'], req.socket.remoteAddress].filter(Boolean).join(', ');
+    const upstream = httpRequest(
+      {
+        host: hostname,
+        port,
+        localAddress: '127.0.0.1',
+        method: req.method,
+        path: req.url,
+        headers: { ...req.headers, 'x-forwarded-for': forwardedFor },
+      },
+      (answer) => {
+        res.writeHead(answer.statusCode ?? 502, answer.headers);
+        answer.pipe(res);
+      },
+    );
+    req.pipe(upstream);
+  });
+  proxy.listen(0, '127.0.0.1');
+  await once(proxy, 'listening');
+  return {
+    origin: `http://127.0.0.1:${(proxy.address() as AddressInfo).port}`,
+    close: async () => {
+      proxy.closeAllConnections();
+      proxy.close();
+      await once(proxy, 'close');
+    },
+  };
+}
+
+describe('rate limiting behind a proxy that appends to X-Forwarded-For (http)', () => {
+  /** Three requests from 127.0.0.2 through the proxy, each claiming another address; their statuses. */
+  async function spoofed(trustProxy: Config['trustProxy']): Promise<number[]> {
+    const app = await buildApp(testConfig({ rateLimitMax: 2, trustProxy }));
+    const proxy = await appendingProxy(await app.listen({ host: '127.0.0.1', port: 0 }));
+    const client = new UndiciClient(proxy.origin, { localAddress: '127.0.0.2' });
+    try {
+      const statuses: number[] = [];
+      for (const claimed of ['192.0.2.1', '192.0.2.2', '192.0.2.3']) {
+        const res = await client.request({
+          method: 'GET',
+          path: '/api/hello',
+          headers: { 'x-forwarded-for': claimed },
+        });
+        await res.body.dump();
+        statuses.push(res.statusCode);
+      }
+      return statuses;
+    } finally {
+      await client.close();
+      await proxy.close();
+      await app.close();
+    }
+  }
+
+  it("counts the address the proxy saw, whatever the client claims, with TRUST_PROXY set to the proxy's address", async () => {
+    assert.deepEqual(await spoofed(['127.0.0.1']), [200, 200, 429]);
+  });
+
+  it('counts the address the proxy saw with TRUST_PROXY=1 (one hop)', async () => {
+    assert.deepEqual(await spoofed(1), [200, 200, 429]);
+  });
+
+  it('gives each claimed address a fresh count with TRUST_PROXY=true, which believes every hop', async () => {
+    assert.deepEqual(await spoofed(true), [200, 200, 200]);
+  });
+
+  it('believes no X-Forwarded-For from a client that is not the listed proxy', async () => {
+    const app = await buildApp(testConfig({ rateLimitMax: 2, trustProxy: ['127.0.0.1'] }));
+    const origin = await app.listen({ host: '127.0.0.1', port: 0 });
+    const client = new UndiciClient(origin, { localAddress: '127.0.0.2' });
+    try {
+      const statuses: number[] = [];
+      for (const claimed of ['192.0.2.1', '192.0.2.2', '192.0.2.3']) {
+        const res = await client.request({
+          method: 'GET',
+          path: '/api/hello',
+          headers: { 'x-forwarded-for': claimed },
+        });
+        await res.body.dump();
+        statuses.push(res.statusCode);
+      }
+      assert.deepEqual(statuses, [200, 200, 429]);
+    } finally {
+      await client.close();
+      await app.close();
     }
   });
 });
