@@ -1,20 +1,11 @@
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { once } from 'node:events';
-import { createServer } from 'node:net';
+import { freePort } from './ports.js';
 
 /** Whether `redis-server` is on PATH; without it the Redis suites skip, saying so once. */
 export const REDIS_SERVER_MISSING = spawnSync('redis-server', ['--version']).error !== undefined;
 export const REDIS_SKIP_REASON = 'Redis tests need redis-server';
 if (REDIS_SERVER_MISSING) process.stdout.write(`SKIPPED: ${REDIS_SKIP_REASON}\n`);
-
-async function freePort(): Promise<number> {
-  const server = createServer().listen(0, '127.0.0.1');
-  await once(server, 'listening');
-  const { port } = server.address() as { port: number };
-  server.close();
-  await once(server, 'close');
-  return port;
-}
 
 /**
  * A throw-away redis-server on a free loopback port, with nothing saved to disk, that a test

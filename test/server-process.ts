@@ -1,11 +1,11 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { closeSync, openSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
-import { createServer } from 'node:net';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import { request } from 'undici';
 import { SETTINGS } from '../src/config.js';
+import { freePort } from './ports.js';
 
 /**
  * The process entry, built to dist/server.js (npm run test:unit builds first), run as a real
@@ -198,18 +198,6 @@ export async function startServer(
     server.kill();
     throw error;
   }
-}
-
-/** A port nothing listens on right now. */
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const probe = createServer();
-    probe.once('error', reject);
-    probe.listen(0, '127.0.0.1', () => {
-      const { port } = probe.address() as { port: number };
-      probe.close(() => resolve(port));
-    });
-  });
 }
 
 async function untilHealthy(server: ServerProcess, port: number, timeoutMs = 20_000): Promise<void> {

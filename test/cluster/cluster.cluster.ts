@@ -7,10 +7,11 @@ import { performance } from 'node:perf_hooks';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Client, Pool } from 'undici';
+import { freePort } from '../ports.js';
 import type { RedisServer } from '../redis-server.js';
 import { exitOf, killAllServers, readLog, type ServerProcess, spawnServer, withTimeout } from '../server-process.js';
 import { MIX, type MixRequest } from '../soak/mix.js';
-import { freePort, NGINX_BIN, Nginx } from './nginx.js';
+import { NGINX_BIN, Nginx } from './nginx.js';
 
 /**
  * The deployment as users run it: three instances of the built service on one throw-away Redis,

@@ -2,7 +2,6 @@ import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { once } from 'node:events';
 import { existsSync } from 'node:fs';
 import { readFile, writeFile } from 'node:fs/promises';
-import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { ROOT } from '../server-process.js';
 
@@ -39,16 +38,6 @@ export function render(text: string, values: Record<Placeholder, string>): strin
 export const NGINX_BIN = ['nginx', '/usr/sbin/nginx'].find(
   (bin) => (bin.includes('/') ? existsSync(bin) : true) && spawnSync(bin, ['-v']).error === undefined,
 );
-
-/** A port nothing listens on right now, on 127.0.0.1. */
-export async function freePort(): Promise<number> {
-  const probe = createServer().listen(0, '127.0.0.1');
-  await once(probe, 'listening');
-  const { port } = probe.address() as { port: number };
-  probe.close();
-  await once(probe, 'close');
-  return port;
-}
 
 export interface AccessLog {
   requests: number;

@@ -437,7 +437,17 @@ describe('rate limiting behind a proxy that appends to X-Forwarded-For (http)', 
   async function spoofed(trustProxy: Config['trustProxy']): Promise<number[]> {
     const app = await buildApp(testConfig({ rateLimitMax: 2, trustProxy }));
     const proxy = await appendingProxy(await app.listen({ host: '127.0.0.1', port: 0 }));
-    const client = new UndiciClient(proxy.origin, { localAddress: '127.0.0.2' });
+    try {
+      return await claimingStatuses(proxy.origin);
+    } finally {
+      await proxy.close();
+      await app.close();
+    }
+  }
+
+  /** The statuses of three requests to `origin` from 127.0.0.2, each claiming another address in X-Forwarded-For. */
+  async function claimingStatuses(origin: string): Promise<number[]> {
+    const client = new UndiciClient(origin, { localAddress: '127.0.0.2' });
     try {
       const statuses: number[] = [];
       for (const claimed of ['192.0.2.1', '192.0.2.2', '192.0.2.3']) {
@@ -452,8 +462,6 @@ describe('rate limiting behind a proxy that appends to X-Forwarded-For (http)', 
       return statuses;
     } finally {
       await client.close();
-      await proxy.close();
-      await app.close();
     }
   }
 
@@ -472,21 +480,9 @@ describe('rate limiting behind a proxy that appends to X-Forwarded-For (http)', 
   it('believes no X-Forwarded-For from a client that is not the listed proxy', async () => {
     const app = await buildApp(testConfig({ rateLimitMax: 2, trustProxy: ['127.0.0.1'] }));
     const origin = await app.listen({ host: '127.0.0.1', port: 0 });
-    const client = new UndiciClient(origin, { localAddress: '127.0.0.2' });
     try {
-      const statuses: number[] = [];
-      for (const claimed of ['192.0.2.1', '192.0.2.2', '192.0.2.3']) {
-        const res = await client.request({
-          method: 'GET',
-          path: '/api/hello',
-          headers: { 'x-forwarded-for': claimed },
-        });
-        await res.body.dump();
-        statuses.push(res.statusCode);
-      }
-      assert.deepEqual(statuses, [200, 200, 429]);
+      assert.deepEqual(await claimingStatuses(origin), [200, 200, 429]);
     } finally {
-      await client.close();
       await app.close();
     }
   });
