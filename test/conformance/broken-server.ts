@@ -89,11 +89,12 @@ async function readBody(req: IncomingMessage): Promise<string> {
   const type = (req.headers['content-type'] ?? '').split(';')[0]?.trim().toLowerCase() ?? '';
   const chunks: Buffer[] = [];
   let size = 0;
+  // Read to its end even when over the limit, so that the answer never races the upload.
   for await (const chunk of req as AsyncIterable<Buffer>) {
     size += chunk.length;
-    if (size > BODY_LIMIT) throw new Failure(413, 'PAYLOAD_TOO_LARGE');
-    chunks.push(chunk);
+    if (size <= BODY_LIMIT) chunks.push(chunk);
   }
+  if (size > BODY_LIMIT) throw new Failure(413, 'PAYLOAD_TOO_LARGE');
   if (type !== 'application/json' && !/^application\/[^/]+\+json$/.test(type))
     throw new Failure(415, 'UNSUPPORTED_MEDIA_TYPE');
   return Buffer.concat(chunks).toString('utf8');

@@ -78,6 +78,12 @@ describe('greeting-service conformance', () => {
     assert.equal(code, 1);
     const report = JSON.parse(stdout) as Report;
     assert.equal(report.target, broken.url);
+    const failing = report.results.filter((r) => r.outcome === 'fail').map((r) => `${r.id}: ${r.actual}`);
+    assert.deepEqual(
+      failing.map((line) => line.split(':')[0]),
+      ['errors.not-found', 'errors.not-found-outside-api'],
+      failing.join('\n'),
+    );
     assert.equal(report.failed, 2);
     assert.deepEqual(new Set(report.results.map((r) => r.group)), new Set(['errors', 'hello']));
     const failed = report.results.find((r) => r.outcome === 'fail');
