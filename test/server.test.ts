@@ -86,7 +86,9 @@ function assertUnavailable(res: RawResponse): void {
   assert.equal(body.error.request_id, res.headers['x-request-id']);
 }
 
-describe('server process (dist/server.js)', { concurrency: true }, () => {
+// A few processes at a time: each start costs most of a second of CPU, and on two cores a dozen
+// starting at once, beside the other test files, would take longer than the start-up bounds.
+describe('server process (dist/server.js)', { concurrency: 4 }, () => {
   after(() => {
     killAllServers();
   });
@@ -201,7 +203,7 @@ describe('server process (dist/server.js)', { concurrency: true }, () => {
       const tookMs = Math.round(exit.at - signalledAt);
       assert.deepEqual(exitOf(exit), { code: 1, signal: null }, server.stdout());
       assert.ok(tookMs >= timeoutMs - 20, `waited for the timeout: exited ${tookMs} ms after SIGTERM`);
-      assert.ok(tookMs < timeoutMs + 2_000, `exited soon after the timeout: ${tookMs} ms after SIGTERM`);
+      assert.ok(tookMs < timeoutMs + 3_000, `exited soon after the timeout: ${tookMs} ms after SIGTERM`);
       assert.ok(
         server.lines.some((line) => typeof line.msg === 'string' && /in-flight requests did not finish/.test(line.msg)),
         `a log line says why\nstdout:\n${server.stdout()}`,
@@ -229,7 +231,7 @@ describe('server process (dist/server.js)', { concurrency: true }, () => {
     }
   });
 
-  describe('SIGTERM during start-up exits 0, without a word on stderr', () => {
+  describe('SIGTERM during start-up exits 0, without a word on stderr', { concurrency: 2 }, () => {
     // Module hooks, run by the child before dist/server.js, that hold the loading of the first
     // module after it for a while and say so on stderr: a slow disk or a busy machine, on demand.
     // Before JavaScript runs at all, a SIGTERM kills any Node process by the signal; from the
@@ -264,20 +266,26 @@ describe('server process (dist/server.js)', { concurrency: true }, () => {
         );
         await sleep(afterMs);
         server.child.kill('SIGTERM');
-        const exit = await withTimeout(server.exited, 10_000, 'exit after SIGTERM');
-        const state = `SIGTERM ${afterMs} ms into the hold\nstdout:\n${server.stdout()}\nstderr:\n${server.stderr()}`;
-        assert.deepEqual(exitOf(exit), { code: 0, signal: null }, state);
-        assert.equal(server.stderr(), 'holding\n', state);
+        const state = () =>
+          `SIGTERM ${afterMs} ms into the hold\nstdout:\n${server.stdout()}\nstderr:\n${server.stderr()}`;
+        // Generous: with module hooks, Node 24 takes the signal only once the loading they go through
+        // is done, and on a busy machine that loading is slow. What is checked is exit 0, not death by
+        // the signal, and no hang.
+        const exit = await withTimeout(server.exited, 40_000, 'exit after SIGTERM').catch((error: Error) => {
+          throw new Error(`${error.message}\n${state()}`);
+        });
+        assert.deepEqual(exitOf(exit), { code: 0, signal: null }, state());
+        assert.equal(server.stderr(), 'holding\n', state());
       } finally {
         server.kill();
       }
     }
 
-    it('while the service is still being loaded', { timeout: 30_000 }, () => sigtermDuringStart(0));
+    it('while the service is still being loaded', { timeout: 60_000 }, () => sigtermDuringStart(0));
 
     // Once loaded: its modules evaluated, the configuration read, the app built, listening.
     for (const afterMs of [0, 100, 250, 500, 1000]) {
-      it(`${afterMs} ms after the service has loaded`, { timeout: 30_000 }, () =>
+      it(`${afterMs} ms after the service has loaded`, { timeout: 60_000 }, () =>
         sigtermDuringStart(HOLD_MS + afterMs),
       );
     }
