@@ -42,11 +42,7 @@ let stopping = false;
 
 /** What SIGTERM and SIGINT do, from the moment this module is loaded. */
 export async function shutdown(signal: NodeJS.Signals): Promise<void> {
-  if (stopping) {
-    app?.log.warn({ signal }, 'second signal: exiting without waiting');
-    if (!exiting) logs.flushSync();
-    process.exit(1);
-  }
+  if (stopping || exiting) exitAtOnce(signal);
   stopping = true;
   if (app === undefined) process.exit(0); // nothing is served yet, so nothing to drain
   app.log.info({ signal, timeout_ms: config.shutdownTimeoutMs }, 'shutting down');
@@ -57,6 +53,20 @@ export async function shutdown(signal: NodeJS.Signals): Promise<void> {
   await app.close();
   app.log.info('stopped');
   exitAfterLogs(0);
+}
+
+/**
+ * A signal once the process is on its way out: exit 1 now, with one line saying so. An exit
+ * already under way has closed the log, so the line goes to stderr then.
+ */
+function exitAtOnce(signal: NodeJS.Signals): never {
+  if (exiting) {
+    process.stderr.write(`greeting-service: second signal (${signal}): exiting without waiting\n`);
+  } else {
+    app?.log.warn({ signal }, 'second signal: exiting without waiting');
+    logs.flushSync();
+  }
+  process.exit(1);
 }
 
 /** Starts the service as the command line `argv` and the environment say. */

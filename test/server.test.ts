@@ -339,6 +339,42 @@ describe('server process (dist/server.js)', { concurrency: 4 }, () => {
     }
   });
 
+  it('two signals in quick succession: exit 0 or 1, one line, never a crash', { timeout: 120_000 }, async (t) => {
+    // The second signal lands at every stage of a quick shutdown: draining, the last log lines
+    // being written, or after the exit (then it finds no process, and the exit is 0).
+    const outcomes: string[] = [];
+    for (let run = 0; run < 12; run++) {
+      const server = await startServer();
+      try {
+        server.child.kill('SIGTERM');
+        await sleep(run % 6);
+        server.child.kill(run % 2 === 0 ? 'SIGTERM' : 'SIGINT');
+        const exit = await withTimeout(server.exited, 5_000, 'exit after two signals');
+        const said = `exit ${JSON.stringify(exitOf(exit))}\nstdout:\n${server.stdout()}\nstderr:\n${server.stderr()}`;
+        const logged = server.lines.filter((line) => line.msg === 'second signal: exiting without waiting');
+        const stderr = server.stderr();
+        assert.equal(exit.signal, null, said);
+        if (exit.code === 0) {
+          assert.equal(logged.length, 0, said);
+          assert.equal(stderr, '', said);
+        } else {
+          assert.equal(exit.code, 1, said);
+          const onStderr = stderr === '' ? 0 : 1;
+          assert.match(
+            stderr,
+            /^(greeting-service: second signal \(SIG(TERM|INT)\): exiting without waiting\n)?$/,
+            said,
+          );
+          assert.equal(logged.length + onStderr, 1, said);
+        }
+        outcomes.push(`${exit.code}${logged.length > 0 ? ' logged' : stderr === '' ? '' : ' stderr'}`);
+      } finally {
+        server.kill();
+      }
+    }
+    t.diagnostic(`exits: ${outcomes.join(', ')}`);
+  });
+
   it('REDIS_URL with no Redis there: starts, /readyz 503 saying why, SIGTERM exits 0 at once', {
     timeout: 60_000,
   }, async () => {
@@ -538,8 +574,12 @@ describe('server process (dist/server.js)', { concurrency: 4 }, () => {
         return 'SKIPPED: any user may listen on port 80 here';
       if (process.getuid?.() !== 0) return {};
       const nobody = { uid: 65534, gid: 65534 };
-      const canRead = spawnSync(process.execPath, ['-e', 'fs.accessSync("dist/main.js")'], { cwd: ROOT, ...nobody });
-      return canRead.status === 0 ? nobody : 'SKIPPED: user nobody cannot run this Node on dist/';
+      // Started as the test starts it: a private directory on the checkout's path (a clone under
+      // /root, say) or a Node under such a directory keeps nobody from loading the service.
+      const canRun = spawnSync(process.execPath, ['dist/server.js', '--version'], { cwd: ROOT, ...nobody });
+      return canRun.status === 0
+        ? nobody
+        : `SKIPPED: user nobody cannot run ${process.execPath} on ${ROOT}dist/server.js (a private directory on the way?)`;
     })();
 
     const cases: {
