@@ -6,6 +6,7 @@ import type { FastifyInstance } from 'fastify';
 import { buildApp } from '../src/app.js';
 import type { Config } from '../src/config.js';
 import { apiError, ERROR_CODES } from '../src/errors.js';
+import { API_VERSION } from '../src/version.js';
 import { parseRawResponse, rawExchange, sendTo, type TestRequest, type TestResponse, testConfig } from './helpers.js';
 import { conformanceOf, type DocumentConformance } from './openapi-conformance.js';
 
@@ -45,9 +46,9 @@ async function serve(overrides: Partial<Config>): Promise<Server> {
 interface Operation {
   id: string;
   method: string;
-  /** The path as the unversioned server (or its own) serves it, examples filled in. */
+  /** The path as the document has it (the canonical `/api/v1/...`), examples filled in. */
   path: string;
-  /** The path's template with its server. */
+  /** The path's template. */
   template: string;
   api: boolean;
   query: string;
@@ -56,12 +57,9 @@ interface Operation {
 }
 
 /** Every operation of the document, with a valid request made of its examples. */
-function operations(document: Json): Operation[] {
-  const apiBase: string = document.servers.at(-1).url;
+function operations(document: Json, apiBase: string): Operation[] {
   const found: Operation[] = [];
   for (const [template, item] of Object.entries<Json>(document.paths)) {
-    const server: string = item.servers?.[0].url ?? apiBase;
-    const base = server === '/' ? '' : server;
     for (const method of ['get', 'post', 'put', 'patch']) {
       const operation = item[method];
       if (operation === undefined) continue;
@@ -79,9 +77,9 @@ function operations(document: Json): Operation[] {
       found.push({
         id: operation.operationId,
         method: method.toUpperCase(),
-        path: `${base}${path}`,
-        template: `${base}${template}`,
-        api: item.servers === undefined,
+        path,
+        template,
+        api: template.startsWith(`${apiBase}/`),
         query: query.join('&'),
         body,
         media: content === undefined ? undefined : 'application/json',
@@ -110,7 +108,7 @@ describe('the OpenAPI document describes every answer of every operation', { tim
       // Nothing listens on port 9 of the loopback: Redis is unreachable at once.
       serve({ redisUrl: 'redis://127.0.0.1:9', redisTimeoutMs: 200 }),
     ]);
-    ops = operations(main.conformance.document);
+    ops = operations(main.conformance.document, main.conformance.apiBase);
   });
   after(() => Promise.all([main.app.close(), limited.app.close(), unavailable.app.close()]));
 
@@ -145,16 +143,22 @@ describe('the OpenAPI document describes every answer of every operation', { tim
     };
   }
 
-  it('answers each operation’s request made of its examples as documented (2xx)', async () => {
-    for (const op of ops) await expect(main, op, valid(op), 200);
+  it('answers each operation’s request made of its examples as documented (2xx), under /api too', async () => {
+    const { apiBase } = main.conformance;
+    for (const op of ops) {
+      await expect(main, op, valid(op), 200);
+      const unversioned = op.path.replace(`${apiBase}/v${API_VERSION}/`, `${apiBase}/`);
+      if (op.api) await expect(main, op, valid(op, { path: withQuery(unversioned, op.query) }), 200);
+    }
   });
 
   it('answers the errors every operation may give as documented', async () => {
     for (const op of ops) {
       if (op.api) {
         await expect(main, op, valid(op, {}, 'version=2'), 400);
-        const apiBase = main.conformance.apiBase;
-        await expect(main, op, valid(op, { path: op.path.replace(apiBase, `${apiBase}/v2`) }), 404);
+        const versioned = `${main.conformance.apiBase}/v${API_VERSION}/`;
+        const other = op.path.replace(versioned, `${main.conformance.apiBase}/v2/`);
+        await expect(main, op, valid(op, { path: withQuery(other, op.query) }), 404);
         await expect(main, op, valid(op, { headers: { accept: 'application/vnd.greeting.v2+json' } }), 406);
       } else {
         await raw(main, op, `${op.method} ${op.path} HTTP/1.1\r\nConnection: close\r\n\r\n`, 400);
