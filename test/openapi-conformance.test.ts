@@ -8,7 +8,12 @@ import type { Config } from '../src/config.js';
 import { apiError, ERROR_CODES } from '../src/errors.js';
 import { API_VERSION } from '../src/version.js';
 import { parseRawResponse, rawExchange, sendTo, type TestRequest, type TestResponse, testConfig } from './helpers.js';
-import { conformanceOf, type DocumentConformance } from './openapi-conformance.js';
+import {
+  conformanceOf,
+  type DocumentConformance,
+  documentedOperations,
+  type Operation,
+} from './openapi-conformance.js';
 
 /**
  * Every (operation, status) pair the OpenAPI document lists is caused by a real request here, and
@@ -20,9 +25,6 @@ import { conformanceOf, type DocumentConformance } from './openapi-conformance.j
  * looks like); a 503 from Redis being unreachable (nothing listens on the port); a 429 from a
  * limit of one request; 400 (no Host), 408, 431 and 505 over a raw socket. No pair is documented-only.
  */
-
-// biome-ignore lint/suspicious/noExplicitAny: the OpenAPI document, walked by its own structure
-type Json = any;
 
 /** A header that makes the test app fail unexpectedly: a 500, as any unplanned failure is. */
 const FAIL = 'x-test-failure';
@@ -41,52 +43,6 @@ async function serve(overrides: Partial<Config>): Promise<Server> {
   });
   const origin = await app.listen({ host: '127.0.0.1', port: 0 });
   return { app, origin, port: (app.server.address() as AddressInfo).port, conformance: conformanceOf(app) };
-}
-
-interface Operation {
-  id: string;
-  method: string;
-  /** The path as the document has it (the canonical `/api/v1/...`), examples filled in. */
-  path: string;
-  /** The path's template. */
-  template: string;
-  api: boolean;
-  query: string;
-  body: string | undefined;
-  media: string | undefined;
-}
-
-/** Every operation of the document, with a valid request made of its examples. */
-function operations(document: Json, apiBase: string): Operation[] {
-  const found: Operation[] = [];
-  for (const [template, item] of Object.entries<Json>(document.paths)) {
-    for (const method of ['get', 'post', 'put', 'patch']) {
-      const operation = item[method];
-      if (operation === undefined) continue;
-      let path = template;
-      const query: string[] = [];
-      for (const entry of operation.parameters ?? []) {
-        const parameter = entry.$ref === undefined ? entry : document.components.parameters.Version;
-        const example = parameter.example ?? parameter.schema?.examples?.[0];
-        if (parameter.in === 'path') path = path.replace(`{${parameter.name}}`, encodeURIComponent(example));
-        if (parameter.in === 'query' && parameter.required) query.push(`${parameter.name}=${example}`);
-      }
-      const content = operation.requestBody?.content?.['application/json'];
-      const body =
-        content === undefined ? undefined : JSON.stringify(content.example ?? content.examples.example1.value);
-      found.push({
-        id: operation.operationId,
-        method: method.toUpperCase(),
-        path,
-        template,
-        api: template.startsWith(`${apiBase}/`),
-        query: query.join('&'),
-        body,
-        media: content === undefined ? undefined : 'application/json',
-      });
-    }
-  }
-  return found;
 }
 
 function withQuery(path: string, ...parts: string[]): string {
@@ -108,7 +64,7 @@ describe('the OpenAPI document describes every answer of every operation', { tim
       // Nothing listens on port 9 of the loopback: Redis is unreachable at once.
       serve({ redisUrl: 'redis://127.0.0.1:9', redisTimeoutMs: 200 }),
     ]);
-    ops = operations(main.conformance.document, main.conformance.apiBase);
+    ops = documentedOperations(main.conformance.document, main.conformance.apiBase);
   });
   after(() => Promise.all([main.app.close(), limited.app.close(), unavailable.app.close()]));
 

@@ -264,6 +264,52 @@ export class DocumentConformance {
   }
 }
 
+export interface Operation {
+  id: string;
+  method: string;
+  /** The path as the document has it (the canonical `/api/v1/...`), examples filled in. */
+  path: string;
+  /** The path's template. */
+  template: string;
+  api: boolean;
+  query: string;
+  body: string | undefined;
+  media: string | undefined;
+}
+
+/** Every operation of the document, with a valid request made of its examples. */
+export function documentedOperations(document: Json, apiBase: string): Operation[] {
+  const found: Operation[] = [];
+  for (const [template, item] of Object.entries<Json>(document.paths)) {
+    for (const method of ['get', 'post', 'put', 'patch']) {
+      const operation = item[method];
+      if (operation === undefined) continue;
+      let path = template;
+      const query: string[] = [];
+      for (const entry of operation.parameters ?? []) {
+        const parameter = entry.$ref === undefined ? entry : document.components.parameters.Version;
+        const example = parameter.example ?? parameter.schema?.examples?.[0];
+        if (parameter.in === 'path') path = path.replace(`{${parameter.name}}`, encodeURIComponent(example));
+        if (parameter.in === 'query' && parameter.required) query.push(`${parameter.name}=${example}`);
+      }
+      const content = operation.requestBody?.content?.['application/json'];
+      const body =
+        content === undefined ? undefined : JSON.stringify(content.example ?? content.examples.example1.value);
+      found.push({
+        id: operation.operationId,
+        method: method.toUpperCase(),
+        path,
+        template,
+        api: template.startsWith(`${apiBase}/`),
+        query: query.join('&'),
+        body,
+        media: content === undefined ? undefined : 'application/json',
+      });
+    }
+  }
+  return found;
+}
+
 const byDocument = new Map<string, DocumentConformance>();
 const byApp = new WeakMap<FastifyInstance, DocumentConformance>();
 
