@@ -18,7 +18,7 @@ import {
 /**
  * Every (operation, status) pair the OpenAPI document lists is caused by a real request here, and
  * its answer checked against the document: status, required headers, every header's and the
- * body's schema. Requests are built from the document itself (its servers, paths and examples),
+ * body's schema. Requests are built from the document itself (its paths and examples),
  * so an operation added later is covered or this test says which pair it misses.
  *
  * Special setups: a 500 comes from a failing hook added to the app (what any unexpected failure
