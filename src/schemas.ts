@@ -61,7 +61,7 @@ export const JSON_BODY_MEDIA_TYPES = ['application/json', 'application/*+json'] 
  * refuse a format they do not know, while every tool ignores an `x-` keyword, and a generator's
  * transform can still map it to BigDecimal, decimal.Decimal or a string.
  */
-export const DECIMAL = { 'x-format': 'decimal' } as const;
+const DECIMAL = { 'x-format': 'decimal' } as const;
 
 /** A JSON number written with its exact decimal value, which a double may not hold. */
 export function exactDecimal(description: string, examples: number[]) {
