@@ -269,8 +269,6 @@ export interface Operation {
   method: string;
   /** The path as the document has it (the canonical `/api/v1/...`), examples filled in. */
   path: string;
-  /** The path's template. */
-  template: string;
   api: boolean;
   query: string;
   body: string | undefined;
@@ -299,7 +297,6 @@ export function documentedOperations(document: Json, apiBase: string): Operation
         id: operation.operationId,
         method: method.toUpperCase(),
         path,
-        template,
         api: template.startsWith(`${apiBase}/`),
         query: query.join('&'),
         body,
