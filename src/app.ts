@@ -28,7 +28,7 @@ import { metricsRoute } from './routes/metrics.js';
 import { openapiRoute } from './routes/openapi.js';
 import { profileRoutes } from './routes/profile.js';
 import { searchRoutes } from './routes/search.js';
-import { DECIMAL, VISIBLE_LINE } from './schemas.js';
+import { VISIBLE_LINE } from './schemas.js';
 import type { ProfileStore } from './stores/profile.js';
 import type { RateLimitStore } from './stores/rate-limit.js';
 import { createStores } from './stores/stores.js';
@@ -74,8 +74,8 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
     logController: requestLog,
     schemaController: { compilersFactory: { buildSerializer: lazySerializers } },
     // The serialiser's validator only tells the branches of a union apart: the service's own
-    // formats are known to it, and it need not check them.
-    serializerOpts: { ajv: { formats: { [DECIMAL]: true, [VISIBLE_LINE]: true } } },
+    // format is known to it, and it need not check it.
+    serializerOpts: { ajv: { formats: { [VISIBLE_LINE]: true } } },
     requestIdHeader: false, // ids are vetted by requestId, not taken as they come
     genReqId: (request) => headers.requestId(request),
     rewriteUrl: versionedUrlRewriter(config.contextPath),

@@ -13,7 +13,7 @@ import { CURRENCY_CODE_PATTERN } from './domain/currencies.js';
 /**
  * The string formats of this service, for rules that a portable pattern cannot state: Unicode
  * properties need a pattern's `u` flag, which not every OpenAPI tool gives it. The validator
- * checks them; the document names them, and each schema that uses one describes it in words.
+ * checks them; the document shows each as the standard keywords of its `DOCUMENTED_AS` form.
  */
 export const VISIBLE_LINE = 'visible-line';
 export const FORMATS: Record<string, (text: string) => boolean> = {
@@ -23,6 +23,21 @@ export const FORMATS: Record<string, (text: string) => boolean> = {
     !/\p{Cc}/u.test(text) && /[^\p{White_Space}\p{Default_Ignorable_Code_Point}\p{Cc}]/u.test(text),
 };
 
+/** The control characters (C0, DEL, C1) as a character class's ranges. */
+export const CONTROL_CHARACTERS = '\\u0000-\\u001f\\u007f-\\u009f';
+// Controls, white space and the default-ignorable code points of the Basic Multilingual Plane, as
+// \u escapes, which every regular expression engine of OpenAPI tools reads without the `u` flag.
+const INVISIBLE_CHARACTERS =
+  '\\u0000-\\u0020\\u007f-\\u00a0\\u00ad\\u034f\\u061c\\u115f-\\u1160\\u1680\\u17b4-\\u17b5\\u180b-\\u180f' +
+  '\\u2000-\\u200f\\u2028-\\u202f\\u205f-\\u206f\\u3000\\u3164\\ufe00-\\ufe0f\\ufeff\\uffa0\\ufff0-\\ufff8';
+
+/**
+ * `visible-line` as a standard pattern, for the document: exact for every character of the Basic
+ * Multilingual Plane; the few invisible characters beyond it (tags, U+E0020...) are refused by the
+ * service and left to the schema's description.
+ */
+export const VISIBLE_LINE_PATTERN = `^[^${CONTROL_CHARACTERS}]*[^${INVISIBLE_CHARACTERS}][^${CONTROL_CHARACTERS}]*$`;
+
 /**
  * What a schema is in the OpenAPI document when that differs from what validates it: a comma list,
  * validated as text by a pattern so that the service reads it as it always has, is an array there.
@@ -30,19 +45,28 @@ export const FORMATS: Record<string, (text: string) => boolean> = {
  */
 export const DOCUMENTED_AS = Symbol.for('greeting-service.documented-as');
 
+/** A one-line string that shows (`visible-line`), documented as the standard keywords that say so. */
+export function visibleLine(options: { minLength: number; maxLength: number }) {
+  const schema = Type.String({ ...options, format: VISIBLE_LINE });
+  const documented = { type: 'string', ...options, pattern: VISIBLE_LINE_PATTERN };
+  return Object.assign(schema, { [DOCUMENTED_AS]: documented }) as typeof schema;
+}
+
 /** The request body media types the service parses (src/plugins/json-body.ts): JSON, under any `+json` type. */
 export const JSON_BODY_MEDIA_TYPES = ['application/json', 'application/*+json'] as const;
 
 /**
- * The OpenAPI format registry's name for a number that is an exact decimal; generators map it to
- * BigDecimal, decimal.Decimal and the like.
+ * The OpenAPI Format Registry's name for a number that is an exact decimal, carried as the vendor
+ * extension `x-format` rather than as `format`: strict validators (Postman's, openapi-backend's)
+ * refuse a format they do not know, while every tool ignores an `x-` keyword, and a generator's
+ * transform can still map it to BigDecimal, decimal.Decimal or a string.
  */
-export const DECIMAL = 'decimal';
+const DECIMAL = { 'x-format': 'decimal' } as const;
 
 /** A JSON number written with its exact decimal value, which a double may not hold. */
 export function exactDecimal(description: string, examples: number[]) {
   return Type.Number({
-    format: DECIMAL,
+    ...DECIMAL,
     description:
       `${description} An exact decimal that may have more significant digits than a double holds: ` +
       'read it as a decimal (BigDecimal, decimal.Decimal), not as a floating-point number.',

@@ -6,22 +6,25 @@ import type { FastifyInstance } from 'fastify';
 import { buildApp } from '../src/app.js';
 import type { Config } from '../src/config.js';
 import { apiError, ERROR_CODES } from '../src/errors.js';
+import { API_VERSION } from '../src/version.js';
 import { parseRawResponse, rawExchange, sendTo, type TestRequest, type TestResponse, testConfig } from './helpers.js';
-import { conformanceOf, type DocumentConformance } from './openapi-conformance.js';
+import {
+  conformanceOf,
+  type DocumentConformance,
+  documentedOperations,
+  type Operation,
+} from './openapi-conformance.js';
 
 /**
  * Every (operation, status) pair the OpenAPI document lists is caused by a real request here, and
  * its answer checked against the document: status, required headers, every header's and the
- * body's schema. Requests are built from the document itself (its servers, paths and examples),
+ * body's schema. Requests are built from the document itself (its paths and examples),
  * so an operation added later is covered or this test says which pair it misses.
  *
  * Special setups: a 500 comes from a failing hook added to the app (what any unexpected failure
  * looks like); a 503 from Redis being unreachable (nothing listens on the port); a 429 from a
  * limit of one request; 400 (no Host), 408, 431 and 505 over a raw socket. No pair is documented-only.
  */
-
-// biome-ignore lint/suspicious/noExplicitAny: the OpenAPI document, walked by its own structure
-type Json = any;
 
 /** A header that makes the test app fail unexpectedly: a 500, as any unplanned failure is. */
 const FAIL = 'x-test-failure';
@@ -40,55 +43,6 @@ async function serve(overrides: Partial<Config>): Promise<Server> {
   });
   const origin = await app.listen({ host: '127.0.0.1', port: 0 });
   return { app, origin, port: (app.server.address() as AddressInfo).port, conformance: conformanceOf(app) };
-}
-
-interface Operation {
-  id: string;
-  method: string;
-  /** The path as the unversioned server (or its own) serves it, examples filled in. */
-  path: string;
-  /** The path's template with its server. */
-  template: string;
-  api: boolean;
-  query: string;
-  body: string | undefined;
-  media: string | undefined;
-}
-
-/** Every operation of the document, with a valid request made of its examples. */
-function operations(document: Json): Operation[] {
-  const apiBase: string = document.servers.at(-1).url;
-  const found: Operation[] = [];
-  for (const [template, item] of Object.entries<Json>(document.paths)) {
-    const server: string = item.servers?.[0].url ?? apiBase;
-    const base = server === '/' ? '' : server;
-    for (const method of ['get', 'post', 'put', 'patch']) {
-      const operation = item[method];
-      if (operation === undefined) continue;
-      let path = template;
-      const query: string[] = [];
-      for (const entry of operation.parameters ?? []) {
-        const parameter = entry.$ref === undefined ? entry : document.components.parameters.Version;
-        const example = parameter.example ?? parameter.schema?.examples?.[0];
-        if (parameter.in === 'path') path = path.replace(`{${parameter.name}}`, encodeURIComponent(example));
-        if (parameter.in === 'query' && parameter.required) query.push(`${parameter.name}=${example}`);
-      }
-      const content = operation.requestBody?.content?.['application/json'];
-      const body =
-        content === undefined ? undefined : JSON.stringify(content.example ?? content.examples.example1.value);
-      found.push({
-        id: operation.operationId,
-        method: method.toUpperCase(),
-        path: `${base}${path}`,
-        template: `${base}${template}`,
-        api: item.servers === undefined,
-        query: query.join('&'),
-        body,
-        media: content === undefined ? undefined : 'application/json',
-      });
-    }
-  }
-  return found;
 }
 
 function withQuery(path: string, ...parts: string[]): string {
@@ -110,7 +64,7 @@ describe('the OpenAPI document describes every answer of every operation', { tim
       // Nothing listens on port 9 of the loopback: Redis is unreachable at once.
       serve({ redisUrl: 'redis://127.0.0.1:9', redisTimeoutMs: 200 }),
     ]);
-    ops = operations(main.conformance.document);
+    ops = documentedOperations(main.conformance.document, main.conformance.apiBase);
   });
   after(() => Promise.all([main.app.close(), limited.app.close(), unavailable.app.close()]));
 
@@ -145,16 +99,22 @@ describe('the OpenAPI document describes every answer of every operation', { tim
     };
   }
 
-  it('answers each operation’s request made of its examples as documented (2xx)', async () => {
-    for (const op of ops) await expect(main, op, valid(op), 200);
+  it('answers each operation’s request made of its examples as documented (2xx), under /api too', async () => {
+    const { apiBase } = main.conformance;
+    for (const op of ops) {
+      await expect(main, op, valid(op), 200);
+      const unversioned = op.path.replace(`${apiBase}/v${API_VERSION}/`, `${apiBase}/`);
+      if (op.api) await expect(main, op, valid(op, { path: withQuery(unversioned, op.query) }), 200);
+    }
   });
 
   it('answers the errors every operation may give as documented', async () => {
     for (const op of ops) {
       if (op.api) {
         await expect(main, op, valid(op, {}, 'version=2'), 400);
-        const apiBase = main.conformance.apiBase;
-        await expect(main, op, valid(op, { path: op.path.replace(apiBase, `${apiBase}/v2`) }), 404);
+        const versioned = `${main.conformance.apiBase}/v${API_VERSION}/`;
+        const other = op.path.replace(versioned, `${main.conformance.apiBase}/v2/`);
+        await expect(main, op, valid(op, { path: withQuery(other, op.query) }), 404);
         await expect(main, op, valid(op, { headers: { accept: 'application/vnd.greeting.v2+json' } }), 406);
       } else {
         await raw(main, op, `${op.method} ${op.path} HTTP/1.1\r\nConnection: close\r\n\r\n`, 400);

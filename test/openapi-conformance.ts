@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { Ajv, type ValidateFunction } from 'ajv';
 import type { FastifyInstance } from 'fastify';
-import { DECIMAL, FORMATS } from '../src/schemas.js';
+import { API_VERSION } from '../src/version.js';
 
 /**
  * Checks real responses against the OpenAPI document of the app that gave them: the status is
@@ -57,16 +57,16 @@ export class DocumentConformance {
   constructor(document: Json) {
     this.#document = document;
     this.#ajv = new Ajv({ strict: false, validateSchema: false, allErrors: true });
-    for (const [name, check] of Object.entries(FORMATS)) this.#ajv.addFormat(name, check);
-    this.#ajv.addFormat(DECIMAL, { type: 'number', validate: () => true });
     this.#ajv.addSchema(document, 'openapi.json');
-    const apiServers: string[] = document.servers.map((server: { url: string }) => server.url);
-    let context = '';
+    // Every path is from the host's root; the context path is what comes before `/openapi.json`.
+    const documentPath = Object.keys(document.paths).find((path) => path.endsWith('/openapi.json')) ?? '/openapi.json';
+    const context = documentPath.slice(0, -'/openapi.json'.length);
+    this.apiBase = `${context}/api`;
+    const versioned = `${this.apiBase}/v${API_VERSION}/`;
     for (const [path, item] of Object.entries<Json>(document.paths)) {
-      const servers: string[] = item.servers?.map((server: { url: string }) => server.url) ?? apiServers;
-      if (item.servers !== undefined) context = servers[0] === '/' ? '' : (servers[0] ?? '');
-      for (const server of servers) {
-        const template = (server === '/' ? '' : server) + path;
+      const api = path.startsWith(versioned);
+      // Every operation under `/api/v1` is served under `/api` too, as the document's description says.
+      for (const template of api ? [path, `${this.apiBase}/${path.slice(versioned.length)}`] : [path]) {
         // A parameter may be empty (`/api/hello//` greets no one), as the router reads it.
         const source = escapeRegExp(template).replace(/\\\{[^}]+\\\}/g, '[^/]*');
         for (const method of METHODS) {
@@ -76,16 +76,15 @@ export class DocumentConformance {
             pattern: new RegExp(`^${source}/?$`),
             operation: item[method],
             pointer: `#/paths/${escapePointer(path)}/${method}/responses`,
-            api: item.servers === undefined,
+            api,
           });
         }
       }
     }
     this.#docs = `${context}/docs`;
-    this.apiBase = apiServers.at(-1) ?? '/api';
   }
 
-  /** The unversioned server of the operations under `/api`. */
+  /** The unversioned path of the operations under `/api`. */
   readonly apiBase: string;
 
   get document(): Json {
@@ -263,6 +262,49 @@ export class DocumentConformance {
       );
     }
   }
+}
+
+export interface Operation {
+  id: string;
+  method: string;
+  /** The path as the document has it (the canonical `/api/v1/...`), examples filled in. */
+  path: string;
+  api: boolean;
+  query: string;
+  body: string | undefined;
+  media: string | undefined;
+}
+
+/** Every operation of the document, with a valid request made of its examples. */
+export function documentedOperations(document: Json, apiBase: string): Operation[] {
+  const found: Operation[] = [];
+  for (const [template, item] of Object.entries<Json>(document.paths)) {
+    for (const method of ['get', 'post', 'put', 'patch']) {
+      const operation = item[method];
+      if (operation === undefined) continue;
+      let path = template;
+      const query: string[] = [];
+      for (const entry of operation.parameters ?? []) {
+        const parameter = entry.$ref === undefined ? entry : document.components.parameters.Version;
+        const example = parameter.example ?? parameter.schema?.examples?.[0];
+        if (parameter.in === 'path') path = path.replace(`{${parameter.name}}`, encodeURIComponent(example));
+        if (parameter.in === 'query' && parameter.required) query.push(`${parameter.name}=${example}`);
+      }
+      const content = operation.requestBody?.content?.['application/json'];
+      const body =
+        content === undefined ? undefined : JSON.stringify(content.example ?? content.examples.example1.value);
+      found.push({
+        id: operation.operationId,
+        method: method.toUpperCase(),
+        path,
+        api: template.startsWith(`${apiBase}/`),
+        query: query.join('&'),
+        body,
+        media: content === undefined ? undefined : 'application/json',
+      });
+    }
+  }
+  return found;
 }
 
 const byDocument = new Map<string, DocumentConformance>();

@@ -32,8 +32,9 @@ Every error is the envelope \`{"error":{"code","message","details","timestamp","
 the values its schema lists. Every operation lists every status it can answer, every response the headers it
 always carries. \`HEAD\` works wherever \`GET\` does, with the same headers and no body.
 
-Versioning: this is version ${API_VERSION} of the API. The operations under \`/api\` are served under two servers:
-\`/api/v${API_VERSION}\`, the canonical versioned path, and \`/api\`, which serves exactly the same. Under \`/api\`,
+Versioning: this is version ${API_VERSION} of the API. Its operations are listed under \`/api/v${API_VERSION}\`, the canonical
+versioned path; every one of them is also served without the version segment (\`/api/hello\` for \`/api/v${API_VERSION}/hello\`),
+exactly the same, and not listed twice so that each operation has one id. Under \`/api\`,
 every response (errors included) carries \`API-Version: ${API_VERSION}\`; the \`version\` query parameter
 (\`${API_VERSION}\` or \`v${API_VERSION}\`, anything else is a 400) and \`Accept: application/vnd.greeting.v${API_VERSION}+json\` are
 honoured, and an Accept that asks only for other versions is a 406 \`NOT_ACCEPTABLE\`. Bodies are
@@ -161,7 +162,6 @@ const HEADER_DESCRIPTIONS: Record<string, string> = {
 /** Everything the document adds to the routes' own schemas, worked out for one configuration. */
 class Shaper {
   readonly #options: OpenapiOptions;
-  readonly #base: string;
   readonly #apiBase: string;
   readonly headers: Record<string, Json> = {};
   readonly responses: Record<string, Json> = {};
@@ -169,7 +169,6 @@ class Shaper {
 
   constructor(options: OpenapiOptions) {
     this.#options = options;
-    this.#base = options.contextPath === '/' ? '' : options.contextPath;
     this.#apiBase = apiBase(options.contextPath);
   }
 
@@ -277,33 +276,23 @@ class Shaper {
   }
 
   /**
-   * The paths relative to their servers: `/hello` under the servers of `/api`, `/healthz` under
-   * the context path, with servers of its own.
+   * The paths as a client sends them, from the host's root: `/api/v1/hello` (the canonical path of
+   * `/api/hello`), `/healthz`, each under the context path. One server, `/`, and no path's own:
+   * the one layout that Postman, Prism, generated clients and Swagger UI all read alike.
    */
   paths(paths: Record<string, Json>): Record<string, Json> {
     const shaped: Record<string, Json> = {};
+    const versioned = `${this.#apiBase}/v${API_VERSION}`;
     for (const [path, item] of Object.entries(paths)) {
       const api = path.startsWith(`${this.#apiBase}/`);
       for (const method of METHODS) {
         if (item[method] !== undefined) this.operation(item[method] as Operation, api);
       }
-      const key = path.slice((api ? this.#apiBase : this.#base).length) || '/';
+      const key = api ? versioned + path.slice(this.#apiBase.length) : path;
       if (shaped[key] !== undefined) throw new Error(`Two paths documented as ${key}`);
-      shaped[key] = api
-        ? item
-        : {
-            servers: [{ url: this.#base || '/', description: 'Outside the API: unversioned, never rate-limited' }],
-            ...item,
-          };
+      shaped[key] = item;
     }
     return shaped;
-  }
-
-  servers(): Json[] {
-    return [
-      { url: `${this.#apiBase}/v${API_VERSION}`, description: `Version ${API_VERSION} of the API, its canonical path` },
-      { url: this.#apiBase, description: `The same operations, unversioned: version ${API_VERSION}` },
-    ];
   }
 }
 
@@ -370,7 +359,7 @@ export const openapiPlugin = fp(
           { name: 'operations', description: 'Health, readiness, metrics and this document' },
         ],
       },
-      // The paths are made relative to their servers when the document is shaped.
+      // The paths keep the context path: the document's one server is the host's root.
       stripBasePath: false,
       // A route declared without a schema has none, whatever the types say.
       transform: ({ schema, url }) => ({ url, schema: schema && documentedSchema(schema, isApiPath(url)) }),
@@ -390,7 +379,11 @@ export const openapiPlugin = fp(
         });
         // Relative: the host that served this document, whatever name it was reached by.
         // The API has no authentication, and says so.
-        return { ...document, servers: shaper.servers(), security: [] };
+        return {
+          ...document,
+          servers: [{ url: '/', description: 'The host that serves this document' }],
+          security: [],
+        };
       },
       // Shared schemas keep their $id as their name under components/schemas.
       refResolver: { buildLocalReference: (json, _baseUri, _fragment, i) => (json.$id as string) ?? `def-${i}` },

@@ -10,7 +10,7 @@ import {
   replaceProfile,
 } from '../domain/profile.js';
 import { errorResponse, errorResponses, RETRY_AFTER_HEADER } from '../errors.js';
-import { VISIBLE_LINE } from '../schemas.js';
+import { CONTROL_CHARACTERS as CONTROLS, visibleLine } from '../schemas.js';
 import { readProfile, writeProfile } from '../services/profile.js';
 import type { ProfileStore } from '../stores/profile.js';
 
@@ -21,7 +21,6 @@ const BIO_MAX = 1000;
 // Patterns of \u escapes rather than Unicode properties, which need the `u` flag that not every
 // OpenAPI tool gives a pattern. Controls (C0, DEL, C1: NUL, ESC, ...) are typed by no one, and bidi
 // controls (U+202E and the others) only disguise an address.
-const CONTROLS = '\\u0000-\\u001f\\u007f-\\u009f';
 const BIDI_CONTROLS = '\\u061c\\u200e\\u200f\\u202a-\\u202e\\u2066-\\u2069';
 const EMAIL_CHARACTER = `[^\\s@${CONTROLS}${BIDI_CONTROLS}]`;
 const EMAIL_LABEL = `[^\\s@.${CONTROLS}${BIDI_CONTROLS}]`;
@@ -30,7 +29,7 @@ const TEXT = '^[^\\u0000-\\u0008\\u000b\\u000c\\u000e-\\u001f\\u007f-\\u009f]*$'
 
 // Each field is a string with its rule, or null. One message per field states the whole
 // rule, so a client learns everything it needs from a single detail.
-const Name = Type.Union([Type.String({ minLength: 1, maxLength: NAME_MAX, format: VISIBLE_LINE }), Type.Null()], {
+const Name = Type.Union([visibleLine({ minLength: 1, maxLength: NAME_MAX }), Type.Null()], {
   description: `1 to ${NAME_MAX} characters, at least one of them visible (not white space or an invisible character such as U+200B), no control characters; or null.`,
   errorMessage: `must be a string of 1 to ${NAME_MAX} characters, not blank or invisible, without control characters, or null`,
   examples: ['Ada Lovelace'],

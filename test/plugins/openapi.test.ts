@@ -9,6 +9,7 @@ import { promisify } from 'node:util';
 import openapiTS from 'openapi-typescript';
 import type { Config } from '../../src/config.js';
 import { ERROR_CODES } from '../../src/errors.js';
+import { FORMATS, VISIBLE_LINE } from '../../src/schemas.js';
 import { type Client, injectClient } from '../helpers.js';
 
 const run = promisify(execFile);
@@ -16,26 +17,48 @@ const run = promisify(execFile);
 const API_ERRORS = [400, 404, 405, 406, 408, 417, 429, 431, 500, 505];
 const OTHER_ERRORS = [400, 404, 405, 408, 417, 431, 500, 505];
 
-/** Each operation: method, path relative to its servers, id, the statuses of its own, its success body's schema. */
+/** Each operation: method, path from the host's root, id, the statuses of its own, its success body's schema. */
 const OPERATIONS = [
-  ['get', '/hello', 'getHello', [], 'HelloMessage'],
-  ['get', '/hello/{name}', 'getGreeting', [], 'Greeting'],
-  ['get', '/search', 'search', [], 'SearchResult'],
-  ['post', '/echo', 'echo', [413, 415], 'Echo'],
-  ['get', '/profile', 'getProfile', [304, 412, 503], 'Profile'],
-  ['post', '/profile', 'updateProfile', [412, 413, 415, 503], 'Profile'],
-  ['patch', '/profile', 'patchProfile', [412, 413, 415, 503], 'Profile'],
-  ['put', '/profile', 'replaceProfile', [412, 413, 415, 503], 'Profile'],
-  ['get', '/exchange', 'exchange', [422], 'ExchangeResult'],
-  ['get', '/currencies', 'listCurrencies', [], undefined],
-  ['get', '/currencies/{code}', 'getCurrency', [], 'Currency'],
+  ['get', '/api/v1/hello', 'getHello', [], 'HelloMessage'],
+  ['get', '/api/v1/hello/{name}', 'getGreeting', [], 'Greeting'],
+  ['get', '/api/v1/search', 'search', [], 'SearchResult'],
+  ['post', '/api/v1/echo', 'echo', [413, 415], 'Echo'],
+  ['get', '/api/v1/profile', 'getProfile', [304, 412, 503], 'Profile'],
+  ['post', '/api/v1/profile', 'updateProfile', [412, 413, 415, 503], 'Profile'],
+  ['patch', '/api/v1/profile', 'patchProfile', [412, 413, 415, 503], 'Profile'],
+  ['put', '/api/v1/profile', 'replaceProfile', [412, 413, 415, 503], 'Profile'],
+  ['get', '/api/v1/exchange', 'exchange', [422], 'ExchangeResult'],
+  ['get', '/api/v1/currencies', 'listCurrencies', [], undefined],
+  ['get', '/api/v1/currencies/{code}', 'getCurrency', [], 'Currency'],
   ['get', '/healthz', 'getHealth', [], 'Health'],
   ['get', '/readyz', 'getReadiness', [503], 'Readiness'],
   ['get', '/openapi.json', 'getOpenApi', [], undefined],
   ['get', '/metrics', 'getMetrics', [], undefined],
 ] as const;
 
-const underApi = (path: string) => !['/healthz', '/readyz', '/openapi.json', '/metrics'].includes(path);
+/** The formats that strict validators know: JSON Schema's and OpenAPI's own. */
+const KNOWN_FORMATS = new Set([
+  'date-time',
+  'date',
+  'time',
+  'duration',
+  'email',
+  'hostname',
+  'ipv4',
+  'ipv6',
+  'uri',
+  'uri-reference',
+  'uuid',
+  'int32',
+  'int64',
+  'float',
+  'double',
+  'byte',
+  'binary',
+  'password',
+]);
+
+const underApi = (path: string) => path.startsWith('/api/v1/');
 
 // biome-ignore lint/suspicious/noExplicitAny: the document, whose shape each assertion checks
 type Json = any;
@@ -76,24 +99,22 @@ describe('GET /openapi.json', () => {
     assert.deepEqual((await client.send({ path: '/docs/json' })).json(), doc);
   });
 
-  it('serves /api under /api/v1 and /api, the other paths under the context path', () => {
+  it('has one server, the host’s root, and every path from it, /api/v1 the canonical path of /api', () => {
     assert.deepEqual(
       doc.servers.map((server: { url: string }) => server.url),
-      ['/api/v1', '/api'],
+      ['/'],
     );
-    for (const [path, item] of Object.entries<Json>(doc.paths)) {
-      assert.deepEqual(
-        item.servers?.map((server: { url: string }) => server.url),
-        underApi(path) ? undefined : ['/'],
-      );
-    }
+    for (const item of Object.values<Json>(doc.paths)) assert.equal(item.servers, undefined);
+    assert.match(doc.info.description, /`\/api\/v1`, the canonical/);
+    assert.match(
+      doc.info.description,
+      /also served without the version segment \(`\/api\/hello` for `\/api\/v1\/hello`\)/,
+    );
   });
 
   it('documents exactly the routes the service has, each with an id, summary and tags', () => {
     const documented = Object.entries(doc.paths).flatMap(([path, item]) =>
-      Object.keys(item as object)
-        .filter((key) => key !== 'servers')
-        .map((method) => `${method} ${path}`),
+      Object.keys(item as object).map((method) => `${method} ${path}`),
     );
     assert.deepEqual(documented.sort(), OPERATIONS.map(([method, path]) => `${method} ${path}`).sort());
     for (const [method, path, operationId] of OPERATIONS) {
@@ -143,8 +164,8 @@ describe('GET /openapi.json', () => {
           'Vary',
           ...(routed ? ['API-Version', ...limits] : []),
           ...(status === '405' ? ['Allow'] : []),
-          ...(status === '429' || (status === '503' && path === '/profile') ? ['Retry-After'] : []),
-          ...(path === '/profile' && ['200', '304'].includes(status) ? ['ETag'] : []),
+          ...(status === '429' || (status === '503' && path === '/api/v1/profile') ? ['Retry-After'] : []),
+          ...(path === '/api/v1/profile' && ['200', '304'].includes(status) ? ['ETag'] : []),
         ];
         assert.deepEqual(Object.keys(headers).sort(), expected.sort(), where);
         for (const [name, header] of Object.entries(headers)) {
@@ -156,10 +177,10 @@ describe('GET /openapi.json', () => {
         if (alwaysRouted) assert.equal(headers['API-Version'].schema.const, '1', where);
       }
     }
-    const profile = doc.paths['/profile'].get.responses;
+    const profile = doc.paths['/api/v1/profile'].get.responses;
     assert.equal(profile['200'].headers['Cache-Control'].schema.const, 'no-cache');
     assert.equal(
-      resolve(doc, doc.paths['/hello'].get.responses['200'].headers['Cache-Control']).schema.const,
+      resolve(doc, doc.paths['/api/v1/hello'].get.responses['200'].headers['Cache-Control']).schema.const,
       'no-store',
     );
   });
@@ -187,7 +208,7 @@ describe('GET /openapi.json', () => {
   });
 
   it('documents parameters from the validating schemas', () => {
-    const parameters = doc.paths['/search'].get.parameters;
+    const parameters = doc.paths['/api/v1/search'].get.parameters;
     const keyword = parameters.find((p: { name: string }) => p.name === 'keyword');
     const page = parameters.find((p: { name: string }) => p.name === 'page');
     assert.equal(keyword.in, 'query');
@@ -195,16 +216,16 @@ describe('GET /openapi.json', () => {
     assert.equal(page.required, false);
     assert.equal(page.schema.type, 'integer');
     assert.equal(page.schema.maximum, 2147483647);
-    const name = doc.paths['/hello/{name}'].get.parameters.find((p: { in: string }) => p.in === 'path');
+    const name = doc.paths['/api/v1/hello/{name}'].get.parameters.find((p: { in: string }) => p.in === 'path');
     assert.deepEqual([name.name, name.in, name.required], ['name', 'path', true]);
   });
 
   it('documents every media type a body may have', () => {
-    assert.deepEqual(Object.keys(doc.paths['/echo'].post.requestBody.content), [
+    assert.deepEqual(Object.keys(doc.paths['/api/v1/echo'].post.requestBody.content), [
       'application/json',
       'application/*+json',
     ]);
-    const item = doc.paths['/profile'];
+    const item = doc.paths['/api/v1/profile'];
     for (const method of ['post', 'patch', 'put']) {
       const body = item[method].requestBody.content;
       assert.deepEqual(
@@ -221,7 +242,7 @@ describe('GET /openapi.json', () => {
   });
 
   it('documents the exchange amount as exact decimal text and the numbers of the answer as exact decimals', () => {
-    const exchange = doc.paths['/exchange'].get;
+    const exchange = doc.paths['/api/v1/exchange'].get;
     const amount = exchange.parameters.find((p: { name: string }) => p.name === 'amount');
     assert.deepEqual([amount.in, amount.required, amount.schema.type], ['query', true, 'string']);
     assert.equal(typeof amount.schema.pattern, 'string');
@@ -232,14 +253,37 @@ describe('GET /openapi.json', () => {
     const result = doc.components.schemas.ExchangeResult;
     assert.deepEqual(result.required, ['from', 'to', 'amount', 'rate', 'result']);
     for (const name of ['amount', 'rate', 'result']) {
-      assert.deepEqual([result.properties[name].type, result.properties[name].format], ['number', 'decimal'], name);
-      assert.match(result.properties[name].description, /exact decimal/);
+      const property = result.properties[name];
+      assert.deepEqual([property.type, property.format, property['x-format']], ['number', undefined, 'decimal'], name);
+      assert.match(property.description, /exact decimal/);
     }
-    assert.equal(doc.components.schemas.Currency.properties.rate.format, 'decimal');
+    assert.equal(doc.components.schemas.Currency.properties.rate['x-format'], 'decimal');
+  });
+
+  it('uses only the formats strict validators know, and states the profile name’s rule as a pattern', () => {
+    const formats = [...JSON.stringify(doc).matchAll(/"format":"([^"]*)"/g)].map((match) => match[1]);
+    assert.deepEqual(
+      formats.filter((format) => !KNOWN_FORMATS.has(format as string)),
+      [],
+    );
+    const name = doc.components.schemas.Profile.properties.name.anyOf[0];
+    assert.deepEqual(Object.keys(name).sort(), ['maxLength', 'minLength', 'pattern', 'type']);
+    const pattern = new RegExp(name.pattern);
+    for (const text of ['Ada Lovelace', ' x ', '', ' ', '\u200b\u3000\ufeff', 'a\nb', 'a\u0085', 'a\u00ad']) {
+      assert.equal(pattern.test(text), FORMATS[VISIBLE_LINE]?.(text), JSON.stringify(text));
+    }
+    // Every character of the Basic Multilingual Plane is judged by the pattern as the service does.
+    const differ: string[] = [];
+    for (let code = 0; code <= 0xffff; code += 1) {
+      if (code >= 0xd800 && code <= 0xdfff) continue;
+      const text = String.fromCharCode(code);
+      if (pattern.test(text) !== FORMATS[VISIBLE_LINE]?.(text)) differ.push(code.toString(16));
+    }
+    assert.deepEqual(differ, []);
   });
 
   it('documents every parameter of the currencies collection, the lists as arrays of comma-separated values', () => {
-    const list = doc.paths['/currencies'].get;
+    const list = doc.paths['/api/v1/currencies'].get;
     const parameters = list.parameters.map((p: Json) => resolve(doc, p));
     assert.deepEqual(
       parameters.map((p: { name: string; in: string }) => `${p.in} ${p.name}`),
@@ -261,7 +305,7 @@ describe('GET /openapi.json', () => {
       list.responses['200'].content['application/json'].schema.anyOf.map((s: Json) => s.$ref),
       ['#/components/schemas/CurrencyOffsetPage', '#/components/schemas/CurrencyCursorPage'],
     );
-    const one = doc.paths['/currencies/{code}'].get;
+    const one = doc.paths['/api/v1/currencies/{code}'].get;
     assert.deepEqual(
       one.parameters.map((p: Json) => resolve(doc, p)).map((p: { name: string; in: string }) => `${p.in} ${p.name}`),
       ['query fields', 'query version', 'path code'],
@@ -269,7 +313,7 @@ describe('GET /openapi.json', () => {
   });
 
   it('documents the profile: ETag, 304 without a body, conditional headers', () => {
-    const item = doc.paths['/profile'];
+    const item = doc.paths['/api/v1/profile'];
     assert.equal(item.get.responses['304'].content, undefined);
     assert.equal(item.get.responses['304'].headers.ETag.schema.type, 'string');
     const headers = (operation: { parameters: { name: string; in: string }[] }) =>
@@ -290,7 +334,7 @@ describe('GET /openapi.json', () => {
       assert.notEqual(response.description, 'Default Response', `${method} ${path}`);
       assert.ok(response.description.length > 0);
     }
-    assert.equal(doc.paths['/hello'].get.responses['200'].description, 'Hello message');
+    assert.equal(doc.paths['/api/v1/hello'].get.responses['200'].description, 'Hello message');
     assert.deepEqual(doc.components.schemas.HelloMessage.required, ['message', 'timestamp']);
     // One schema, not one copy per operation.
     assert.equal(JSON.stringify(doc.paths).match(/"name":\{"anyOf"/g), null);
@@ -387,9 +431,9 @@ describe('a client generated with openapi-typescript', { timeout: 60_000 }, () =
     const client = await injectClient();
     const doc = (await client.send({ path: '/openapi.json' })).json();
     await client.close();
-    // What a client that reads decimals exactly does: the generator's transform for the format.
+    // What a client that reads decimals exactly does: the generator's transform for the extension.
     const types = await openapiTS(doc, {
-      transform: (schema) => ((schema as { format?: string }).format === 'decimal' ? 'string' : undefined),
+      transform: (schema) => ((schema as { 'x-format'?: string })['x-format'] === 'decimal' ? 'string' : undefined),
     });
     const dir = await mkdtemp(join(tmpdir(), 'greeting-service-client-'));
     try {
@@ -409,7 +453,7 @@ export const search: Schemas['SearchResult'] = { keyword: 'k', page: 1, results:
 export const echo: Schemas['Echo'] = { received: {}, echo: true, timestamp: '2026-01-02T03:04:05.678' };
 export const health: Schemas['Health'] = { status: 'ok' };
 export const code: Schemas['ErrorEnvelope']['error']['code'] = 'RATE_LIMIT_EXCEEDED';
-export const answer: paths['/profile']['get']['responses'][200]['content']['application/json'] = profile;
+export const answer: paths['/api/v1/profile']['get']['responses'][200]['content']['application/json'] = profile;
 `,
       );
       await writeFile(

@@ -61,7 +61,7 @@ export const healthChecks: Check[] = [
  * The document's path items by the path a client sends, under the base URL: each path key joined to
  * the path of every server that serves it (the path item's own servers, else the document's; `/` when
  * there are none), as OpenAPI resolves them, variables at their defaults, relative URLs against the
- * document's own.
+ * document's own; a path under `/api/v1` documents the same path under `/api` too.
  */
 function documentedPaths(doc: JsonObject, documentUrl: URL, prefix: string): Map<string, JsonObject> {
   const servers = (value: unknown): string[] => {
@@ -84,7 +84,11 @@ function documentedPaths(doc: JsonObject, documentUrl: URL, prefix: string): Map
     const bases = own.length > 0 ? own : rootServers.length > 0 ? rootServers : [''];
     for (const base of bases) {
       const full = base + key;
-      items.set(full.startsWith(`${prefix}/`) ? full.slice(prefix.length) : full, item);
+      const path = full.startsWith(`${prefix}/`) ? full.slice(prefix.length) : full;
+      items.set(path, item);
+      // The contract's `/api/v1/...` serves exactly what `/api/...` does: either documents the route.
+      const unversioned = path.replace(/^\/api\/v1\//, '/api/');
+      if (!items.has(unversioned)) items.set(unversioned, item);
     }
   }
   return items;
