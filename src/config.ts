@@ -83,9 +83,21 @@ function trustProxy(raw: string): TrustProxy {
 /** Redis reads a database number as a signed 32-bit integer. */
 const MAX_REDIS_DATABASE = 2 ** 31 - 1;
 
-function isPercentEncoded(text: string): boolean {
+/** RFC 3986's userinfo: unreserved and sub-delimiter characters, `:`, and percent-escapes of UTF-8. */
+const USERINFO = /^(?:[A-Za-z0-9\-._~!$&'()*+,;=:]|%[0-9A-Fa-f]{2})*$/;
+
+/**
+ * The user name and password as written, between `//` and the host's `@`: the URL parser would
+ * quietly encode a stray `@`, space or `ä`, where ioredis and other clients read the text otherwise.
+ */
+function isPercentEncodedUserinfo(raw: string): boolean {
+  const authority = raw.slice(raw.indexOf('//') + 2).split(/[/?#]/, 1)[0] ?? '';
+  const at = authority.lastIndexOf('@');
+  if (at === -1) return true;
+  const userinfo = authority.slice(0, at);
+  if (!USERINFO.test(userinfo)) return false;
   try {
-    decodeURIComponent(text);
+    decodeURIComponent(userinfo);
     return true;
   } catch {
     return false;
@@ -104,8 +116,10 @@ function redisUrl(raw: string): string {
   if (url === null || url.hostname === '') {
     throw new Error('must be a URL such as redis://host:6379 or rediss://user:password@host:6380/0');
   }
-  if (!isPercentEncoded(url.username) || !isPercentEncoded(url.password)) {
-    throw new Error('its user name and password must be percent-encoded, a % only as in %25');
+  if (!isPercentEncodedUserinfo(raw)) {
+    throw new Error(
+      "its user name and password must be percent-encoded: any character but letters, digits and -._~!$&'()*+,;= as %XX (%40 for @, %25 for %, %20 for a space)",
+    );
   }
   if (url.port === '0') throw new Error('its port must be from 1 to 65535');
   if (url.search !== '' || url.hash !== '') {
