@@ -311,7 +311,7 @@ describe('loadConfig', () => {
         ['redis://u:p@ss@127.0.0.1', PERCENT_ENCODED],
         ['redis://u:p ss@127.0.0.1', PERCENT_ENCODED],
         ['redis://u:pässword@127.0.0.1', PERCENT_ENCODED],
-        ['redis://u:p\"ss@127.0.0.1', PERCENT_ENCODED],
+        ['redis://u:p"ss@127.0.0.1', PERCENT_ENCODED],
         ['redis://u:p[ss@127.0.0.1', PERCENT_ENCODED],
         ['redis://127.0.0.1:0', 'its port must be from 1 to 65535'],
       ] as const
