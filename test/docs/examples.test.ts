@@ -104,6 +104,8 @@ describe('the example runner', () => {
     assert.equal(matchOutput('etag: <etag>', 'etag: W/"17"'), null);
     assert.equal(matchOutput('{"result":92}', '{"result":92.00}'), null);
     assert.equal(matchOutput('{"result":92}', '{"result":92}\nmore'), null);
+    assert.deepEqual(matchOutput('', ''), new Map());
+    assert.equal(matchOutput('', '{"result":92}'), null);
   });
 
   it('reads … alone on a line as any lines, and within a line as any text', () => {

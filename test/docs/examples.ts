@@ -87,9 +87,8 @@ const literal = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
  */
 export function matchOutput(expected: string, actual: string): Map<string, string> | null {
   const names: string[] = [];
-  const pattern = expected
-    .trimEnd()
-    .split('\n')
+  const shown = expected.trimEnd();
+  const pattern = (shown === '' ? [] : shown.split('\n'))
     .map((line) => {
       if (line === '…') return '(?:[^\\n]*\\n)*?';
       const parts = line.split(PLACEHOLDER);
