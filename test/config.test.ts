@@ -8,6 +8,7 @@ import {
   listenError,
   loadConfig,
   parseCommandLine,
+  SETTINGS,
 } from '../src/config.js';
 
 const PERCENT_ENCODED =
@@ -458,4 +459,19 @@ describe('checkTimeZone', () => {
       );
     });
   }
+});
+
+describe('SETTINGS', () => {
+  it("states each integer setting's range in its help, as its parser holds it", () => {
+    for (const { env, help, parse } of Object.values(SETTINGS)) {
+      let message = '';
+      try {
+        (parse as (raw: string) => unknown)('x');
+      } catch (error) {
+        message = (error as Error).message;
+      }
+      const range = /^must be an integer from (\d+) to (\d+)$/.exec(message);
+      if (range !== null) assert.ok(help.includes(`${range[1]} to ${range[2]}`), `${env}: ${help}`);
+    }
+  });
 });
