@@ -35,7 +35,8 @@ async function check(example: Example): Promise<string | null> {
   }
 }
 
-describe('documentation examples', { skip: !CURL }, () => {
+// Each block has a service of its own, so two run at once.
+describe('documentation examples', { skip: !CURL, concurrency: 2 }, () => {
   it(`are found (${EXAMPLES.length} blocks, ${EXAMPLES.reduce((n, e) => n + e.steps.length, 0)} commands)`, () => {
     assert.ok(EXAMPLES.length >= 10, `only ${EXAMPLES.length} examples found`);
   });

@@ -35,6 +35,7 @@ export const PLACEHOLDERS: Readonly<Record<string, string>> = {
   etag: String.raw`"\d+"`,
   cursor: '[A-Za-z0-9_.-]+',
   number: String.raw`\d+(?:\.\d+)?(?:e[-+]?\d+)?`,
+  seconds: String.raw`\d+`,
 };
 
 const PLACEHOLDER = new RegExp(`<(${Object.keys(PLACEHOLDERS).join('|')})>`, 'g');
