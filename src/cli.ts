@@ -8,18 +8,41 @@ function shownDefault(value: Config[keyof Config]): string {
   return Array.isArray(value) ? value.join(',') : String(value);
 }
 
+/** One line of the configuration's description: a variable, its flag, what it takes, its default as shown. */
+export interface SettingRow {
+  env: string;
+  flag?: string;
+  help: string;
+  /** Undefined for a secret, whose default is not shown. */
+  shownDefault?: string;
+}
+
 /**
- * `--help`: every setting, its flag and its default, generated from SETTINGS so that it never
- * lists a setting the service does not read, nor misses one.
+ * Every setting, generated from SETTINGS so that `--help` (and docs/configuration.md, made from
+ * the same rows) never lists a setting the service does not read, nor misses one.
  */
-export function helpText(): string {
-  const rows = Object.values(SETTINGS).map(({ env, flag, secret, help, default: value }) => {
-    const name = flag === undefined ? env : `${env}, --${flag}`;
-    const shown = secret ? '' : ` (default: ${shownDefault(value)})`;
-    return [name, `${help}${shown}`] as const;
-  });
+export function settingRows(): SettingRow[] {
+  const rows: SettingRow[] = Object.values(SETTINGS).map(({ env, flag, secret, help, default: value }) => ({
+    env,
+    ...(flag !== undefined && { flag }),
+    help,
+    ...(!secret && { shownDefault: shownDefault(value) }),
+  }));
   // TZ is read by Node itself, not by the configuration, but sets the zone of the local timestamps.
-  rows.push(['TZ', "time zone of the local timestamps, such as Asia/Kolkata or UTC (default: the system's)"]);
+  rows.push({
+    env: 'TZ',
+    help: 'time zone of the local timestamps: an IANA name such as Asia/Kolkata or UTC, or a POSIX form Node reads such as GMT+5 or :Asia/Kolkata',
+    shownDefault: "the system's",
+  });
+  return rows;
+}
+
+/** `--help`: the commands, then every setting, its flag and its default. */
+export function helpText(): string {
+  const rows = settingRows().map(({ env, flag, help, shownDefault }) => {
+    const name = flag === undefined ? env : `${env}, --${flag}`;
+    return [name, shownDefault === undefined ? help : `${help} (default: ${shownDefault})`] as const;
+  });
   const width = Math.max(...rows.map(([name]) => name.length)) + 2;
   return [
     `${NAME} ${VERSION}: the Greeting and Echo Service, a JSON-over-HTTP API`,
@@ -27,6 +50,7 @@ export function helpText(): string {
     `Usage: ${NAME} [--port N] [--host ADDRESS]`,
     `       ${NAME} --help | -h`,
     `       ${NAME} --version`,
+    `       ${NAME} conformance <base-url> [options]   checks a running service (conformance --help)`,
     '',
     'Configuration, from environment variables; a flag wins over its variable, an empty variable',
     'counts as unset, and a bad value stops the start with exit code 1:',

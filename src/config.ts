@@ -83,9 +83,21 @@ function trustProxy(raw: string): TrustProxy {
 /** Redis reads a database number as a signed 32-bit integer. */
 const MAX_REDIS_DATABASE = 2 ** 31 - 1;
 
-function isPercentEncoded(text: string): boolean {
+/** RFC 3986's userinfo: unreserved and sub-delimiter characters, `:`, and percent-escapes of UTF-8. */
+const USERINFO = /^(?:[A-Za-z0-9\-._~!$&'()*+,;=:]|%[0-9A-Fa-f]{2})*$/;
+
+/**
+ * The user name and password as written, between `//` and the host's `@`: the URL parser would
+ * quietly encode a stray `@`, space or `ä`, where ioredis and other clients read the text otherwise.
+ */
+function isPercentEncodedUserinfo(raw: string): boolean {
+  const authority = raw.slice(raw.indexOf('//') + 2).split(/[/?#]/, 1)[0] ?? '';
+  const at = authority.lastIndexOf('@');
+  if (at === -1) return true;
+  const userinfo = authority.slice(0, at);
+  if (!USERINFO.test(userinfo)) return false;
   try {
-    decodeURIComponent(text);
+    decodeURIComponent(userinfo);
     return true;
   } catch {
     return false;
@@ -104,8 +116,10 @@ function redisUrl(raw: string): string {
   if (url === null || url.hostname === '') {
     throw new Error('must be a URL such as redis://host:6379 or rediss://user:password@host:6380/0');
   }
-  if (!isPercentEncoded(url.username) || !isPercentEncoded(url.password)) {
-    throw new Error('its user name and password must be percent-encoded, a % only as in %25');
+  if (!isPercentEncodedUserinfo(raw)) {
+    throw new Error(
+      "its user name and password must be percent-encoded: any character but letters, digits and -._~!$&'()*+,;= as %XX (%40 for @, %25 for %, %20 for a space)",
+    );
   }
   if (url.port === '0') throw new Error('its port must be from 1 to 65535');
   if (url.search !== '' || url.hash !== '') {
@@ -153,7 +167,7 @@ export const SETTINGS = {
   host: setting({
     env: 'HOST',
     flag: 'host',
-    help: 'interface to listen on',
+    help: 'interface to listen on: an IP address, or a host name that resolves to one',
     default: '0.0.0.0',
     parse: (raw) => {
       if (/\s/.test(raw)) throw new Error('must be a host name or IP address');
@@ -163,7 +177,7 @@ export const SETTINGS = {
   /** `/` or a path without a trailing slash, e.g. `/svc`; every route lives under it. */
   contextPath: setting({
     env: 'CONTEXT_PATH',
-    help: 'prefix for every route: /svc serves /svc/api/hello, /svc/healthz, ...',
+    help: '/ or a path without * or : such as /svc, the prefix of every route: /svc serves /svc/api/hello, /svc/healthz, ...',
     default: '/',
     parse: (raw) => {
       // Path segments of RFC 3986 characters but for * and :, which Fastify reads as a wildcard and
@@ -186,13 +200,13 @@ export const SETTINGS = {
   }),
   bodyLimit: setting({
     env: 'BODY_LIMIT',
-    help: 'largest request body, in bytes',
+    help: 'largest request body, in bytes, 1 to 2147483647',
     default: 1024 * 1024,
     parse: integer(1, 2 ** 31 - 1),
   }),
   shutdownTimeoutMs: setting({
     env: 'SHUTDOWN_TIMEOUT_MS',
-    help: 'how long in-flight requests may take to finish after SIGTERM/SIGINT',
+    help: 'how long in-flight requests may take to finish after SIGTERM/SIGINT, in ms, 0 to 2147483647',
     default: 10_000,
     parse: integer(0, 2 ** 31 - 1),
   }),
@@ -210,28 +224,28 @@ export const SETTINGS = {
   }),
   rateLimitMax: setting({
     env: 'RATE_LIMIT_MAX',
-    help: 'requests a client may make to /api per window; 0 turns it off',
+    help: 'requests a client may make to /api per window, 0 to 2147483647; 0 turns rate limiting off',
     default: 1000,
     parse: integer(0, 2 ** 31 - 1),
   }),
   /** From a client's first request in the window. */
   rateLimitWindowMs: setting({
     env: 'RATE_LIMIT_WINDOW_MS',
-    help: "length of a client's rate-limit window, in milliseconds",
+    help: "length of a client's rate-limit window, in ms, 1 to 2147483647",
     default: 60_000,
     parse: integer(1, 2 ** 31 - 1),
   }),
   /** Only behind a proxy that sets X-Forwarded-For; `1` is one hop, not `true`. */
   trustProxy: setting<TrustProxy>({
     env: 'TRUST_PROXY',
-    help: 'whose X-Forwarded-For to believe: a number of proxies (1 behind one balancer), their addresses/CIDRs, comma-separated, or true (every hop)',
+    help: "whose X-Forwarded-For to believe: false or 0 (nobody's), a number of proxies (1 behind one balancer), a comma-separated list of the proxies' IP addresses, CIDR ranges (10.0.0.0/8) and named ranges (loopback, linklocal, uniquelocal), or true (every hop); true and false in any case",
     default: false,
     parse: trustProxy,
   }),
   /** `*` for any origin, or exact origins (`https://app.example`); never with credentials. */
   corsOrigins: setting<'*' | readonly string[]>({
     env: 'CORS_ORIGINS',
-    help: 'origins whose pages may call the API: * or a comma-separated list',
+    help: 'origins whose pages may call the API: * (any), or a comma-separated list of origins such as https://app.example',
     // A public API without credentials: any page may call it.
     default: '*',
     parse: (raw) => {
@@ -246,7 +260,7 @@ export const SETTINGS = {
   }),
   headersTimeoutMs: setting({
     env: 'HEADERS_TIMEOUT_MS',
-    help: "time a client has to send a request's headers, in ms",
+    help: "time a client has to send a request's headers, in ms, 1 to 2147483647",
     // A client on a poor network sends its headers in well under a second; 10 s leaves room for
     // one that struggles while not holding a connection for long.
     default: 10_000,
@@ -254,14 +268,14 @@ export const SETTINGS = {
   }),
   requestTimeoutMs: setting({
     env: 'REQUEST_TIMEOUT_MS',
-    help: 'time a client has to send a whole request, in ms',
+    help: 'time a client has to send a whole request, in ms, 1 to 2147483647, at least HEADERS_TIMEOUT_MS',
     // Reads the default 1 MiB body at a mere 35 KB/s.
     default: 30_000,
     parse: integer(1, 2 ** 31 - 1),
   }),
   keepAliveTimeoutMs: setting({
     env: 'KEEP_ALIVE_TIMEOUT_MS',
-    help: "how long an idle kept-alive connection stays open, in ms; above the load balancer's idle timeout",
+    help: "how long an idle kept-alive connection stays open, in ms, 1 to 2147483647; above the load balancer's idle timeout",
     // Longer than the 60 s idle timeout of common load balancers, so that the service never closes a
     // kept-alive connection just as the balancer sends a request on it (Fastify's own default).
     default: 72_000,
@@ -269,7 +283,7 @@ export const SETTINGS = {
   }),
   metricsEnabled: setting({
     env: 'METRICS_ENABLED',
-    help: 'false/0: no GET /metrics, and no request is counted',
+    help: 'true, false, 1 or 0, in any case; false or 0: no GET /metrics, and no request is counted',
     default: true,
     parse: boolean,
   }),
@@ -278,14 +292,14 @@ export const SETTINGS = {
     env: 'REDIS_URL',
     // A secret: the URL may carry a password.
     secret: true,
-    help: 'redis:// or rediss:// URL: the profile and rate-limit counters live there, shared by every instance; unset: in memory',
+    help: 'redis://[user:password@]host[:port][/database], or rediss:// for TLS, the user and password percent-encoded: the profile and rate-limit counters live there, shared by every instance; unset: in memory',
     default: null,
     parse: redisUrl,
   }),
   /** Connecting to Redis included. */
   redisTimeoutMs: setting({
     env: 'REDIS_TIMEOUT_MS',
-    help: 'how long one Redis command may take before it fails, in ms',
+    help: 'how long one Redis command may take before it fails, in ms, 1 to 60000',
     // A Redis on the same network answers in about a millisecond; half a second is a Redis in trouble.
     default: 500,
     parse: integer(1, 60_000),

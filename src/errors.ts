@@ -165,7 +165,7 @@ export function rateLimitExceeded(max: number, retryAfterSeconds: number): ApiEr
   return new ApiError(
     429,
     RATE_LIMIT_EXCEEDED,
-    `More than ${max} requests in the current window; retry in ${retryAfterSeconds} s.`,
+    `More than ${max} ${max === 1 ? 'request' : 'requests'} in the current window; retry in ${retryAfterSeconds} s.`,
   );
 }
 

@@ -8,7 +8,11 @@ import {
   listenError,
   loadConfig,
   parseCommandLine,
+  SETTINGS,
 } from '../src/config.js';
+
+const PERCENT_ENCODED =
+  "its user name and password must be percent-encoded: any character but letters, digits and -._~!$&'()*+,;= as %XX (%40 for @, %25 for %, %20 for a space)";
 
 describe('loadConfig', () => {
   it('defaults to port 8080 on all interfaces, context path /, info logs, 1 MiB bodies, 10 s shutdown, 1000 requests a minute, no proxy, any origin, 10 s/30 s/72 s timeouts, no Redis', () => {
@@ -141,6 +145,7 @@ describe('loadConfig', () => {
       'redis://redis.example/15',
       'redis://redis.example:6379/2147483647',
       'redis://redis.example/',
+      "redis://u:p%40ss%20%C3%A4!$&'()*+,;=~-._:x@127.0.0.1",
     ]) {
       assert.equal(loadConfig([], { REDIS_URL: url }).redisUrl, url);
     }
@@ -301,9 +306,14 @@ describe('loadConfig', () => {
           'redis://127.0.0.1:6379/0#x',
           'must have no query string or fragment (a ? or # in the password is written %3F or %23)',
         ],
-        ['redis://:%ZZ@127.0.0.1', 'its user name and password must be percent-encoded, a % only as in %25'],
-        ['redis://:%FF@127.0.0.1', 'its user name and password must be percent-encoded, a % only as in %25'],
-        ['redis://us%er:pass@127.0.0.1', 'its user name and password must be percent-encoded, a % only as in %25'],
+        ['redis://:%ZZ@127.0.0.1', PERCENT_ENCODED],
+        ['redis://:%FF@127.0.0.1', PERCENT_ENCODED],
+        ['redis://us%er:pass@127.0.0.1', PERCENT_ENCODED],
+        ['redis://u:p@ss@127.0.0.1', PERCENT_ENCODED],
+        ['redis://u:p ss@127.0.0.1', PERCENT_ENCODED],
+        ['redis://u:pässword@127.0.0.1', PERCENT_ENCODED],
+        ['redis://u:p"ss@127.0.0.1', PERCENT_ENCODED],
+        ['redis://u:p[ss@127.0.0.1', PERCENT_ENCODED],
         ['redis://127.0.0.1:0', 'its port must be from 1 to 65535'],
       ] as const
     ).map(([value, reason]): [string[], Record<string, string>, string] => [
@@ -449,4 +459,19 @@ describe('checkTimeZone', () => {
       );
     });
   }
+});
+
+describe('SETTINGS', () => {
+  it("states each integer setting's range in its help, as its parser holds it", () => {
+    for (const { env, help, parse } of Object.values(SETTINGS)) {
+      let message = '';
+      try {
+        (parse as (raw: string) => unknown)('x');
+      } catch (error) {
+        message = (error as Error).message;
+      }
+      const range = /^must be an integer from (\d+) to (\d+)$/.exec(message);
+      if (range !== null) assert.ok(help.includes(`${range[1]} to ${range[2]}`), `${env}: ${help}`);
+    }
+  });
 });

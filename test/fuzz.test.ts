@@ -65,7 +65,7 @@ const ROUTES = [
 /** The statuses a full run must have met besides 200: proof that the generators reach each rule. */
 const REACHED_STATUSES = [304, 400, 404, 405, 406, 412, 413, 415, 422, 431];
 
-/** The codes the contract (and the README's table for statuses it leaves open) gives each error status. */
+/** The codes the contract (and docs/errors.md's table for statuses it leaves open) gives each error status. */
 const ERROR_CODES: Record<number, readonly string[]> = {
   400: ['VALIDATION_ERROR', 'MALFORMED_JSON', 'BAD_REQUEST'],
   404: ['NOT_FOUND'],
@@ -76,7 +76,7 @@ const ERROR_CODES: Record<number, readonly string[]> = {
   413: ['PAYLOAD_TOO_LARGE'],
   415: ['UNSUPPORTED_MEDIA_TYPE'],
   // The documentation's static files honour Range (RFC 9110, 14.2). The contract leaves the status
-  // open, and the README names the code of such a status by its reason phrase.
+  // open, and docs/errors.md names the code of such a status by its reason phrase.
   416: ['RANGE_NOT_SATISFIABLE'],
   422: ['UNSUPPORTED_CURRENCY'],
   429: ['RATE_LIMIT_EXCEEDED'],

@@ -732,6 +732,19 @@ describe('server process (dist/server.js)', { concurrency: 4 }, () => {
         assert.deepEqual(exitOf(exit), { code: 0, signal: null }, stderr);
         assert.equal(stderr, '');
         assert.match(stdout, /^Usage: greeting-service /m);
+        assert.match(stdout, /^ +greeting-service conformance <base-url> \[options\] /m);
+        const trustProxy = stdout.split('\n').find((l) => l.startsWith('  TRUST_PROXY '));
+        for (const form of [
+          'false or 0',
+          'a number of proxies',
+          'CIDR ranges',
+          'loopback',
+          'linklocal',
+          'uniquelocal',
+          'true',
+        ]) {
+          assert.ok(trustProxy?.includes(form), `TRUST_PROXY names ${form}: ${trustProxy}`);
+        }
         for (const [key, { env, flag: name, secret }] of Object.entries(SETTINGS)) {
           const line = stdout.split('\n').find((l) => l.startsWith(`  ${env} `) || l.startsWith(`  ${env},`));
           assert.ok(line, `${env} is listed`);
