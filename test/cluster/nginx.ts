@@ -8,9 +8,13 @@ import { ROOT } from '../server-process.js';
 /** The load balancer's configuration as shipped: the cluster test runs this very file. */
 export const NGINX_CONF = join(ROOT, 'deploy', 'nginx.conf');
 
-/** What a deployment fills in: where nginx listens, the three instances, a directory it may write, its access log. */
+/**
+ * What a deployment fills in: where nginx listens, the name server that finds the instances, the
+ * three instances, a directory it may write, its access log.
+ */
 export const PLACEHOLDERS = [
   'NGINX_LISTEN',
+  'NGINX_RESOLVER',
   'INSTANCE_1',
   'INSTANCE_2',
   'INSTANCE_3',
@@ -19,19 +23,29 @@ export const PLACEHOLDERS = [
 ] as const;
 export type Placeholder = (typeof PLACEHOLDERS)[number];
 
+/** A placeholder: an environment variable's name in braces, upper case; nginx's own variables are lower case. */
+const PLACEHOLDER = /\$\{([A-Z_][A-Z0-9_]*)\}/g;
+
 /** The names of the `${NAME}` placeholders in a configuration, each once, in order of appearance. */
 export function placeholdersIn(text: string): string[] {
-  return [...new Set([...text.matchAll(/\$\{([A-Za-z_][A-Za-z0-9_]*)\}/g)].map((match) => match[1] as string))];
+  return [...new Set([...text.matchAll(PLACEHOLDER)].map((match) => match[1] as string))];
 }
 
 /** The configuration with each placeholder replaced, as envsubst does; a placeholder left over is an error. */
 export function render(text: string, values: Record<Placeholder, string>): string {
-  const rendered = text.replace(/\$\{([A-Za-z_][A-Za-z0-9_]*)\}/g, (whole, name: string) => {
+  const rendered = text.replace(PLACEHOLDER, (whole, name: string) => {
     const value = values[name as Placeholder];
     if (value === undefined) throw new Error(`deploy/nginx.conf has a placeholder no value is given for: ${whole}`);
     return value;
   });
   return rendered;
+}
+
+/** The first name server of /etc/resolv.conf, as deploy/nginx-resolver.envsh gives it in a container. */
+async function firstNameServer(): Promise<string> {
+  const address = /^nameserver\s+(\S+)/m.exec(await readFile('/etc/resolv.conf', 'utf8').catch(() => ''))?.[1];
+  if (address === undefined) return '127.0.0.1';
+  return address.includes(':') ? `[${address}]` : address;
 }
 
 /** nginx's binary: on PATH, or where Debian's package puts it (/usr/sbin is not on every user's PATH). */
@@ -68,11 +82,12 @@ export class Nginx {
   /** Renders the shipped configuration into `dir` and checks it with `nginx -t`; returns its path. */
   static async configure(
     dir: string,
-    values: Omit<Record<Placeholder, string>, 'NGINX_RUN_DIR' | 'ACCESS_LOG'>,
+    values: Omit<Record<Placeholder, string>, 'NGINX_RUN_DIR' | 'ACCESS_LOG' | 'NGINX_RESOLVER'>,
   ): Promise<string> {
     const file = join(dir, 'nginx.conf');
     const rendered = render(await readFile(NGINX_CONF, 'utf8'), {
       ...values,
+      NGINX_RESOLVER: await firstNameServer(),
       NGINX_RUN_DIR: dir,
       ACCESS_LOG: join(dir, 'access.log'),
     });
