@@ -10,7 +10,7 @@ import { Client, Pool } from 'undici';
 import { freePort } from '../ports.js';
 import type { RedisServer } from '../redis-server.js';
 import { exitOf, killAllServers, readLog, type ServerProcess, spawnServer, withTimeout } from '../server-process.js';
-import { isStoreUnavailable, MixedLoad } from './load.js';
+import { isStoreUnavailable, MixedLoad, statusOf } from './load.js';
 import { NGINX_BIN, Nginx } from './nginx.js';
 import { assertBadGateway, assertOwnAnswers } from './own-answers.js';
 
@@ -103,19 +103,6 @@ describe('three instances behind nginx, sharing one Redis', () => {
       if (server.child.exitCode !== null) throw new Error(`instance on ${port} exited:\n${server.stderr()}`);
       if (performance.now() - started > ms) throw new Error(`instance on ${port} not ready within ${ms} ms`);
       await sleep(25);
-    }
-  }
-
-  async function statusOf(url: string): Promise<number | string> {
-    const client = new Client(new URL(url).origin);
-    try {
-      const res = await client.request({ method: 'GET', path: new URL(url).pathname, headersTimeout: 5000 });
-      await res.body.dump();
-      return res.statusCode;
-    } catch (error) {
-      return (error as NodeJS.ErrnoException).code ?? String(error);
-    } finally {
-      await client.close();
     }
   }
 

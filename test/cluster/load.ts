@@ -1,6 +1,6 @@
 import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { Pool } from 'undici';
+import { Client, type Pool } from 'undici';
 import { MIX, type MixRequest } from '../soak/mix.js';
 
 /**
@@ -45,6 +45,20 @@ function loadMix(cursor: string): MixRequest[] {
     // A cursor issued by one instance, honoured by all: they share CURSOR_SECRET.
     { method: 'GET', path: `/api/currencies?limit=3&cursor=${cursor}`, status: 200 },
   ];
+}
+
+/** A GET's status from a fresh connection, or the error's code: for polling until a server answers. */
+export async function statusOf(url: string): Promise<number | string> {
+  const client = new Client(new URL(url).origin);
+  try {
+    const res = await client.request({ method: 'GET', path: new URL(url).pathname, headersTimeout: 5000 });
+    await res.body.dump();
+    return res.statusCode;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code ?? String(error);
+  } finally {
+    await client.close();
+  }
 }
 
 export const percentile = (values: number[], p: number): number => {

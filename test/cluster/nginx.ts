@@ -65,6 +65,31 @@ export interface AccessLog {
   slowLines: string[];
 }
 
+/** nginx's access log (the `balancer` format of deploy/nginx.conf), tallied; other lines are passed over. */
+export function tallyAccessLog(text: string): AccessLog {
+  const tally: AccessLog = { requests: 0, retried: 0, fromNginx: 0, retriedLines: [], slowLines: [] };
+  for (const line of text.split('\n')) {
+    const upstream = / upstream=(\S.*?) upstream_status=/.exec(line)?.[1];
+    if (upstream === undefined) continue;
+    tally.requests++;
+    if (upstream.includes(',') && tally.retried++ < 5) tally.retriedLines.push(line);
+    if (Number(/ ([\d.]+) upstream=/.exec(line)?.[1]) > 0.5 && tally.slowLines.length < 5) tally.slowLines.push(line);
+    // The service answers neither: a 502 or 504 is nginx's own, after every try failed.
+    if (/" (502|504) /.test(line)) tally.fromNginx++;
+  }
+  return tally;
+}
+
+/** Why nginx failed to get an answer from an instance, as its error log says, with how often. */
+export function upstreamErrors(text: string): Record<string, number> {
+  const kinds: Record<string, number> = {};
+  for (const line of text.split('\n')) {
+    const kind = /\[error\] [\d#]+: \*\d+ (.*?)(?: while [^,]*)?, client:/.exec(line)?.[1];
+    if (kind !== undefined) kinds[kind] = (kinds[kind] ?? 0) + 1;
+  }
+  return kinds;
+}
+
 /**
  * nginx running deploy/nginx.conf as the current user, in the foreground, with a prefix in a
  * temporary directory: `-p DIR -c FILE -e stderr`, `daemon off` and `master_process off`, so a
@@ -102,7 +127,11 @@ export class Nginx {
   }
 
   static async start(dir: string, file: string, port: number): Promise<Nginx> {
-    const child = spawn(NGINX_BIN as string, Nginx.#args(dir, file), { stdio: ['ignore', 'ignore', 'pipe'] });
+    // In UTC, as deploy/nginx.conf needs for the timestamps of its own answers.
+    const child = spawn(NGINX_BIN as string, Nginx.#args(dir, file), {
+      stdio: ['ignore', 'ignore', 'pipe'],
+      env: { ...process.env, TZ: 'UTC' },
+    });
     const nginx = new Nginx(child, port, join(dir, 'access.log'));
     child.stderr?.setEncoding('utf8');
     child.stderr?.on('data', (chunk: string) => {
@@ -113,17 +142,7 @@ export class Nginx {
 
   /** The access log so far, tallied. */
   async accessLog(): Promise<AccessLog> {
-    const tally: AccessLog = { requests: 0, retried: 0, fromNginx: 0, retriedLines: [], slowLines: [] };
-    for (const line of (await readFile(this.accessLogFile, 'utf8')).split('\n')) {
-      const upstream = / upstream=(\S.*?) upstream_status=/.exec(line)?.[1];
-      if (upstream === undefined) continue;
-      tally.requests++;
-      if (upstream.includes(',') && tally.retried++ < 5) tally.retriedLines.push(line);
-      if (Number(/ ([\d.]+) upstream=/.exec(line)?.[1]) > 0.5 && tally.slowLines.length < 5) tally.slowLines.push(line);
-      // The service answers neither: a 502 or 504 is nginx's own, after every try failed.
-      if (/" (502|504) /.test(line)) tally.fromNginx++;
-    }
-    return tally;
+    return tallyAccessLog(await readFile(this.accessLogFile, 'utf8'));
   }
 
   stderr(): string {
@@ -132,12 +151,7 @@ export class Nginx {
 
   /** Why nginx failed to get an answer from an instance, as its error log says, with how often. */
   upstreamErrors(): Record<string, number> {
-    const kinds: Record<string, number> = {};
-    for (const line of this.#stderr.split('\n')) {
-      const kind = /\[error\] [\d#]+: \*\d+ (.*?)(?: while [^,]*)?, client:/.exec(line)?.[1];
-      if (kind !== undefined) kinds[kind] = (kinds[kind] ?? 0) + 1;
-    }
-    return kinds;
+    return upstreamErrors(this.#stderr);
   }
 
   /** Stops it (SIGTERM: a fast shutdown), SIGKILL if it lingers. */
