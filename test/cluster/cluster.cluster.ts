@@ -16,10 +16,11 @@ import { assertBadGateway, assertOwnAnswers } from './own-answers.js';
 
 /**
  * The deployment as users run it: three instances of the built service on one throw-away Redis,
- * behind nginx running deploy/nginx.conf, everything on loopback. Under a steady, bounded load of
- * every endpoint and of profile writes with If-Match, each instance is restarted in turn, then
- * Redis stops answering and is killed and started afresh; last, the rate limit is checked to be
- * one count across the three. It prints its figures: requests, failures by kind, p99 per phase;
+ * behind nginx running deploy/nginx.conf, everything on loopback. First, what nginx answers by
+ * itself is held to what an instance answers, and an nginx with no instance answers 502. Then,
+ * under a steady, bounded load of every endpoint and of profile writes with If-Match, each
+ * instance is restarted in turn, then Redis stops answering and is killed and started afresh;
+ * last, the rate limit is checked to be one count across the three. It prints its figures: requests, failures by kind, p99 per phase;
  * with CLUSTER_DEBUG=1, nginx's error log too.
  */
 

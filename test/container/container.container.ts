@@ -15,7 +15,7 @@ import { freePort } from '../ports.js';
 import { connectTo, ResponseReader } from '../raw-http.js';
 import { ROOT } from '../server-process.js';
 import { podman, podmanEnv, run, runAsync } from './podman.js';
-import { ensureStandIns } from './standins.js';
+import { ensureStandIns, pruneStaleStandIns } from './standins.js';
 
 /**
  * The Dockerfile and deploy/compose.yaml as users run them, under podman, from local stand-ins
@@ -128,7 +128,7 @@ describe('the image and the compose stack, under podman', { skip: SKIP_REASON },
     if (SKIP_REASON) return;
     work = mkdtempSync('/var/tmp/greeting-service-container-');
     cleanUp();
-    figures.stand_ins = ensureStandIns(work);
+    figures.stand_ins = { ...ensureStandIns(work), removed: pruneStaleStandIns() };
     const building = performance.now();
     run('podman', ['build', '--format', 'docker', '-t', IMAGE, '-f', join(ROOT, 'Dockerfile'), ROOT]);
     figures.build_s = seconds(building);

@@ -1,8 +1,8 @@
-import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import {
   chmodSync,
   copyFileSync,
+  existsSync,
   mkdirSync,
   readdirSync,
   readFileSync,
@@ -216,8 +216,7 @@ function mirror(): string {
   const sources = readdirSync('/etc/apt/sources.list.d').map((file) =>
     readFileSync(join('/etc/apt/sources.list.d', file), 'utf8'),
   );
-  if (spawnSync('test', ['-f', '/etc/apt/sources.list']).status === 0)
-    sources.push(readFileSync('/etc/apt/sources.list', 'utf8'));
+  if (existsSync('/etc/apt/sources.list')) sources.push(readFileSync('/etc/apt/sources.list', 'utf8'));
   const uri = /(?:URIs:\s*|deb\s+(?:\[[^\]]*\]\s+)?)(https?:\/\/\S+\/debian)\b/.exec(sources.join('\n'))?.[1];
   return uri ?? 'http://deb.debian.org/debian';
 }
@@ -268,4 +267,14 @@ export function ensureStandIns(work: string): { made: string[]; seconds: number 
   }
   for (const standIn of STAND_INS) run('podman', ['tag', cacheTag(standIn), standIn.name]);
   return { made: missing.map((standIn) => standIn.name), seconds: Math.round((Date.now() - started) / 100) / 10 };
+}
+
+/** Removes the stand-ins of earlier recipes from podman's store; returns their names. */
+export function pruneStaleStandIns(): string[] {
+  const current = new Set(STAND_INS.map(cacheTag));
+  const stale = run('podman', ['images', '--format', '{{.Repository}}:{{.Tag}}'])
+    .split('\n')
+    .filter((name) => name.startsWith(`${CACHE_REPO}-`) && !current.has(name));
+  for (const name of stale) run('podman', ['rmi', name]);
+  return stale;
 }
