@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readFileSync, statSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { describe, it } from 'node:test';
 import { parse } from 'yaml';
@@ -85,7 +85,14 @@ describe('deploy/compose.yaml', () => {
     assert.equal(target, '/etc/nginx/templates/nginx.conf.template');
     const env = nginx.environment ?? {};
     assert.equal(env.NGINX_ENVSUBST_OUTPUT_DIR, '/etc/nginx');
-    for (const name of PLACEHOLDERS) assert.ok(env[name] !== undefined, `nginx's environment sets ${name}`);
+    // NGINX_RESOLVER comes from a script the image's entrypoint sources (an executable .envsh).
+    const script = nginx.volumes?.find((volume) => volume.includes('/docker-entrypoint.d/'))?.split(':') ?? [];
+    assert.match(String(script[1]), /^\/docker-entrypoint\.d\/[^/]+\.envsh$/);
+    assert.ok(statSync(resolve(DEPLOY, String(script[0]))).mode & 0o100, `${script[0]} is executable`);
+    assert.match(readFileSync(resolve(DEPLOY, String(script[0])), 'utf8'), /^export NGINX_RESOLVER$/m);
+    for (const name of PLACEHOLDERS.filter((name) => name !== 'NGINX_RESOLVER')) {
+      assert.ok(env[name] !== undefined, `nginx's environment sets ${name}`);
+    }
     // The instances listen on the service's default port.
     assert.deepEqual(
       [env.INSTANCE_1, env.INSTANCE_2, env.INSTANCE_3],
@@ -129,6 +136,34 @@ describe('deploy/nginx.conf', () => {
     for (const condition of ['error', 'timeout']) assert.ok(nextUpstream.includes(condition), condition);
     assert.ok(!nextUpstream.includes('non_idempotent'));
     assert.ok(!nextUpstream.includes('http_503'), "a 503 is the service's answer (Redis down), not a failed instance");
+  });
+
+  it("answers what it answers by itself in the service's envelope: JSON in UTF-8, with X-Request-Id", () => {
+    const statuses = [...nginxConf.matchAll(/^\s*error_page ([\d ]+?)(?: =\d+)? \/\.nginx-error;/gm)].flatMap(
+      (match) => match[1]?.split(' ') ?? [],
+    );
+    for (const status of ['400', '413', '414', '494', '500', '502', '503', '504'])
+      assert.ok(statuses.includes(status), status);
+    // Both servers, the balancer and the instances' listeners, have the page.
+    const pages = nginxConf.split('location = /.nginx-error {').slice(1);
+    assert.equal(pages.length, 2);
+    for (const page of pages) {
+      assert.match(page, /^\s*internal;/m);
+      assert.match(page, /^\s*default_type "application\/json; charset=utf-8";/m);
+      assert.match(page, /^\s*add_header X-Request-Id \$request_id_out always;/m);
+    }
+  });
+
+  it("finds the instances by name as it goes, at the network's name server, not once at start", () => {
+    assert.match(nginxConf, /^\s*resolver \$\{NGINX_RESOLVER\} valid=1s/m);
+    assert.match(nginxConf, /^\s*proxy_pass http:\/\/\$instance;/m);
+    for (const n of [1, 2, 3]) {
+      assert.match(nginxConf, new RegExp(`^\\s*server unix:\\$\\{NGINX_RUN_DIR\\}/instance-${n}\\.sock `, 'm'));
+      assert.match(
+        nginxConf,
+        new RegExp(`^\\s*"unix:\\$\\{NGINX_RUN_DIR\\}/instance-${n}\\.sock" \\$\\{INSTANCE_${n}\\};`, 'm'),
+      );
+    }
   });
 
   it("leaves the service's answers as they are, and passes Host, X-Request-Id and an appended X-Forwarded-For", () => {
