@@ -22,6 +22,11 @@ const REFUSED_BY_NGINX: { what: string; bytes: (host: string) => string }[] = [
     bytes: (host) => line('GET', '/api/hello/%ZZ?x=1', `Host: ${host}\r\n`),
   },
   { what: 'a path ending in %', bytes: (host) => line('GET', '/api/hello/%', `Host: ${host}\r\n`) },
+  // A request id the service would not reuse: a fresh one, and nothing of it in nginx's JSON.
+  {
+    what: 'a path that is not percent-encoded, with a request id the service would not reuse',
+    bytes: (host) => line('GET', '/api/hello/%ZZ', `Host: ${host}\r\nX-Request-Id: a"b\\c\r\n`),
+  },
   { what: 'TRACE', bytes: (host) => line('TRACE', '/api/hello', `Host: ${host}\r\n`) },
   {
     what: 'a request line over 16 KiB',
