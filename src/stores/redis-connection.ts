@@ -1,8 +1,9 @@
+import { createHash } from 'node:crypto';
 import type { FastifyBaseLogger } from 'fastify';
 import { Redis, ReplyError } from 'ioredis';
 import { type StoreHealth, StoreUnavailableError } from './availability.js';
 import { createRedisClient, type RedisClient, type RedisSettings } from './redis-client.js';
-import { CONNECTION_CLOSED, type Reason, reasonOf } from './redis-reasons.js';
+import { CONNECTION_CLOSED, type Reason, type RedisUse, reasonOf } from './redis-reasons.js';
 
 /** The longest pause between two attempts to reconnect: how long recovery may lag behind Redis. */
 const MAX_RECONNECT_DELAY_MS = 1000;
@@ -51,6 +52,7 @@ export class RedisConnection implements StoreHealth {
   /** Every password the client was given: never repeated in a reason. */
   readonly #secrets = new Set<string>();
   readonly #checks: StoreCheck[] = [];
+  readonly #use: RedisUse & { scripts: Map<string, string> };
   /** Why Redis cannot serve now; null while it can. */
   #unavailable: Reason | null = NOT_CONNECTED;
   /** The kind of outage the last warning was about, null when none is going on. */
@@ -69,6 +71,7 @@ export class RedisConnection implements StoreHealth {
     this.#timeoutMs = settings.redisTimeoutMs;
     this.#log = log;
     this.#primaryName = settings.redisSentinelName;
+    this.#use = { keyPrefix: settings.redisKeyPrefix, scripts: new Map() };
     this.client = createRedisClient(settings, {
       // Asking for a database Redis refuses again and again would be one connection after another.
       retryDelay: (attempt) =>
@@ -89,6 +92,12 @@ export class RedisConnection implements StoreHealth {
     });
     // After an error, the close that follows adds nothing to the error's reason.
     this.client.on('close', () => this.#unavailable === null && this.#lost(CONNECTION_CLOSED));
+  }
+
+  /** Defines a store's Lua script of one key as a command of the client, `name`. */
+  defineScript(name: string, lua: string): void {
+    this.client.defineCommand(name, { numberOfKeys: 1, lua });
+    this.#use.scripts.set(createHash('sha1').update(lua).digest('hex'), lua);
   }
 
   /** Adds a store's check to those run before Redis is used and by /readyz. */
@@ -167,7 +176,9 @@ export class RedisConnection implements StoreHealth {
   }
 
   #reasonOf(error: Error): Reason {
-    return error instanceof RedisStateError ? error.reason : reasonOf(error, this.#timeoutMs, this.#primaryName);
+    return error instanceof RedisStateError
+      ? error.reason
+      : reasonOf(error, this.#timeoutMs, this.#use, this.#primaryName);
   }
 
   /** A command's failure: Redis's answer or the timeout; anything else is a connection lost. */
@@ -175,7 +186,7 @@ export class RedisConnection implements StoreHealth {
     const answered =
       error instanceof RedisStateError || error instanceof ReplyError || error.message === 'Command timed out';
     if (answered) return this.#reasonOf(error);
-    if (error.message.includes('CLUSTERDOWN')) return reasonOf(new ReplyError('CLUSTERDOWN'), this.#timeoutMs);
+    if (error.message.includes('CLUSTERDOWN')) return this.#reasonOf(new ReplyError('CLUSTERDOWN'));
     return CONNECTION_CLOSED;
   }
 
