@@ -1,9 +1,10 @@
 import { createHash } from 'node:crypto';
 import type { FastifyBaseLogger } from 'fastify';
 import { Redis, ReplyError } from 'ioredis';
+import { redisTlsOn } from '../config.js';
 import { type StoreHealth, StoreUnavailableError } from './availability.js';
 import { createRedisClient, type RedisClient, type RedisSettings } from './redis-client.js';
-import { CONNECTION_CLOSED, type Reason, type RedisUse, reasonOf } from './redis-reasons.js';
+import { CONNECTION_CLOSED, type Reason, type RedisUse, reasonOf, resetAfterHandshake } from './redis-reasons.js';
 
 /** The longest pause between two attempts to reconnect: how long recovery may lag behind Redis. */
 const MAX_RECONNECT_DELAY_MS = 1000;
@@ -49,6 +50,7 @@ export class RedisConnection implements StoreHealth {
   readonly #timeoutMs: number;
   readonly #log: FastifyBaseLogger;
   readonly #primaryName: string | null;
+  readonly #tls: boolean;
   /** Every password the client was given: never repeated in a reason. */
   readonly #secrets = new Set<string>();
   readonly #checks: StoreCheck[] = [];
@@ -71,6 +73,7 @@ export class RedisConnection implements StoreHealth {
     this.#timeoutMs = settings.redisTimeoutMs;
     this.#log = log;
     this.#primaryName = settings.redisSentinelName;
+    this.#tls = redisTlsOn(settings);
     this.#use = { keyPrefix: settings.redisKeyPrefix, scripts: new Map() };
     this.client = createRedisClient(settings, {
       // Asking for a database Redis refuses again and again would be one connection after another.
@@ -88,7 +91,7 @@ export class RedisConnection implements StoreHealth {
       if (isRefusedSelect(error)) this.#refuseDatabase(error);
       // The rest of a connection dropped for its database fails too, for no other reason.
       // A Cluster that reached none of its nodes says why in the last node's error.
-      else if (!this.#databaseRefused) this.#lost(this.#reasonOf(error.lastNodeError ?? error));
+      else if (!this.#databaseRefused) this.#lost(this.#connectionReason(error.lastNodeError ?? error));
     });
     // After an error, the close that follows adds nothing to the error's reason.
     this.client.on('close', () => this.#unavailable === null && this.#lost(CONNECTION_CLOSED));
@@ -179,6 +182,13 @@ export class RedisConnection implements StoreHealth {
     return error instanceof RedisStateError
       ? error.reason
       : reasonOf(error, this.#timeoutMs, this.#use, this.#primaryName);
+  }
+
+  /** A connection's failure, as ioredis reports it. */
+  #connectionReason(error: Error): Reason {
+    // Its handshake done, the connection is "connect" until its first commands are answered.
+    const early = this.#tls && this.client.status === 'connect' ? resetAfterHandshake(error) : null;
+    return early ?? this.#reasonOf(error);
   }
 
   /** A command's failure: Redis's answer or the timeout; anything else is a connection lost. */

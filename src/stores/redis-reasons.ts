@@ -80,6 +80,19 @@ function refusedInScript(message: string, use: RedisUse): string | null {
   return /redis\.call\('(\w+)'/.exec(line ?? '')?.[1] ?? null;
 }
 
+/**
+ * A TLS connection that Redis reset once the handshake seemed done, before the service could use
+ * it: with TLS 1.3, how a server refuses the client's certificate (or its absence), when the
+ * service writes before it reads the alert that says so.
+ */
+export function resetAfterHandshake(error: NodeJS.ErrnoException): Reason | null {
+  if (error.code !== 'ECONNRESET' && error.code !== 'EPIPE') return null;
+  return {
+    kind: 'tls',
+    text: `Redis closed the TLS connection before it was ready, as when it requires a client certificate (REDIS_TLS_CERT_FILE) or refuses the one shown: ${error.message}`,
+  };
+}
+
 /** A reply Redis gave as an error, by its code. */
 function replyReason(message: string, use: RedisUse): Reason {
   const code = message.split(' ', 1)[0];
