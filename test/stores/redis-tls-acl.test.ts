@@ -257,6 +257,54 @@ describe('Redis in production: TLS and ACLs', {
       assert.deepEqual(outages(logs), { warnings, ends: 1 });
     });
 
+    it('turns not ready when a permission is taken away while it serves, warned of once, and back once given again', async () => {
+      await admin.acl('SETUSER', 'greeting', 'reset', 'on', '>greeting-pass', ...MINIMAL_ACL);
+      const { client, logs } = await service({
+        redisUrl: plain.url,
+        redisUsername: 'greeting',
+        redisPasswordFile: passwordFile('greeting', 'greeting-pass'),
+        redisKeyPrefix: 'tenant-a:',
+      });
+      await untilReady(client);
+      await admin.acl('SETUSER', 'greeting', '-hget');
+      const put = { method: 'PUT', path: '/api/profile', headers: { 'content-type': 'application/json' }, body: '{}' };
+      // Reading still works; the first write fails, and from then on every profile request, at once.
+      assert.equal((await client.send({ path: '/api/profile' })).status, 200);
+      assertStoreUnavailable(await client.send(put));
+      const reason =
+        /^Redis denied a permission the service needs: (the user may not run HGET \(ERR The user executing the script can't run this command or subcommand script: [0-9a-f]{40}, on @user_script:2\.\)|NOPERM .*'hget' command.*)$/;
+      for (let i = 0; i < 10; i++) {
+        assertStoreUnavailable(await client.send(i % 2 === 0 ? put : { path: '/api/profile' }));
+        await untilNotReady(client, reason);
+      }
+      const { warnings, ends } = outages(logs);
+      assert.equal(warnings.length, 1, JSON.stringify(warnings));
+      assert.match(String(warnings[0]), reason);
+      assert.equal(ends, 0);
+      await admin.acl('SETUSER', 'greeting', '+hget');
+      await untilReady(client);
+      assert.equal((await client.send(put)).status, 200);
+      assert.deepEqual(outages(logs), { warnings, ends: 1 });
+    });
+
+    it('is not ready on a replica, saying so, and ready once it is promoted', async () => {
+      const replica = await RedisServer.start();
+      const control = new Redis(replica.url);
+      try {
+        await control.replicaof('127.0.0.1', plain.port);
+        const reason = 'Redis is read-only: the node connected to is a replica (role:slave), not the primary.';
+        const { client, logs } = await service({ redisUrl: replica.url });
+        await untilNotReady(client, reason);
+        assertStoreUnavailable(await client.send({ path: '/api/profile' }));
+        await control.replicaof('NO', 'ONE');
+        await untilReady(client);
+        assert.deepEqual(outages(logs), { warnings: [reason], ends: 1 });
+      } finally {
+        control.disconnect();
+        await replica.kill();
+      }
+    });
+
     it('says a wrong password is refused credentials, never repeating it', async () => {
       await admin.acl('SETUSER', 'greeting', 'reset', 'on', '>greeting-pass', ...MINIMAL_ACL);
       const reason = 'Redis refused the credentials: WRONGPASS invalid username-password pair or user is disabled.';
