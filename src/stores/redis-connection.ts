@@ -4,7 +4,15 @@ import { Redis, ReplyError } from 'ioredis';
 import { redisTlsOn } from '../config.js';
 import { type StoreHealth, StoreUnavailableError } from './availability.js';
 import { createRedisClient, type RedisClient, type RedisSettings } from './redis-client.js';
-import { CONNECTION_CLOSED, type Reason, type RedisUse, reasonOf, resetAfterHandshake } from './redis-reasons.js';
+import {
+  CONNECTION_CLOSED,
+  isSentinelRound,
+  noPrimary,
+  type Reason,
+  type RedisUse,
+  reasonOf,
+  resetAfterHandshake,
+} from './redis-reasons.js';
 
 /** The longest pause between two attempts to reconnect: how long recovery may lag behind Redis. */
 const MAX_RECONNECT_DELAY_MS = 1000;
@@ -49,7 +57,6 @@ export class RedisConnection implements StoreHealth {
   readonly client: RedisClient;
   readonly #timeoutMs: number;
   readonly #log: FastifyBaseLogger;
-  readonly #primaryName: string | null;
   readonly #tls: boolean;
   /** Every password the client was given: never repeated in a reason. */
   readonly #secrets = new Set<string>();
@@ -57,8 +64,12 @@ export class RedisConnection implements StoreHealth {
   readonly #use: RedisUse & { scripts: Map<string, string> };
   /** Why Redis cannot serve now; null while it can. */
   #unavailable: Reason | null = NOT_CONNECTED;
-  /** The kind of outage the last warning was about, null when none is going on. */
-  #loggedKind: Reason['kind'] | null = null;
+  /**
+   * The kinds of the outage going on that have been warned of: each once, so that an outage
+   * whose cause alternates (an address refused, a sentinel not yet knowing the new primary)
+   * is not a warning per attempt.
+   */
+  readonly #loggedKinds = new Set<Reason['kind']>();
   /**
    * Whether Redis refused, on the connection of the moment, to select the database of the URL:
    * that connection is then on database 0, and nothing may run on it.
@@ -72,9 +83,15 @@ export class RedisConnection implements StoreHealth {
   constructor({ settings, log }: RedisConnectionOptions) {
     this.#timeoutMs = settings.redisTimeoutMs;
     this.#log = log;
-    this.#primaryName = settings.redisSentinelName;
     this.#tls = redisTlsOn(settings);
-    this.#use = { keyPrefix: settings.redisKeyPrefix, scripts: new Map() };
+    const addresses = settings.redisSentinels ?? settings.redisClusterNodes;
+    this.#use = {
+      keyPrefix: settings.redisKeyPrefix,
+      primaryName: settings.redisSentinelName,
+      addresses:
+        addresses?.map(({ host, port }) => `${host.includes(':') ? `[${host}]` : host}:${port}`).join(',') ?? null,
+      scripts: new Map(),
+    };
     this.client = createRedisClient(settings, {
       // Asking for a database Redis refuses again and again would be one connection after another.
       retryDelay: (attempt) =>
@@ -87,11 +104,14 @@ export class RedisConnection implements StoreHealth {
       this.#databaseRefused = false;
     });
     this.client.on('ready', () => this.#probe());
-    this.client.on('error', (error: Error & { lastNodeError?: Error }) => {
+    this.client.on('error', (error: Error) => {
       if (isRefusedSelect(error)) this.#refuseDatabase(error);
       // The rest of a connection dropped for its database fails too, for no other reason.
-      // A Cluster that reached none of its nodes says why in the last node's error.
-      else if (!this.#databaseRefused) this.#lost(this.#connectionReason(error.lastNodeError ?? error));
+      else if (!this.#databaseRefused && !isSentinelRound(error)) this.#lost(this.#connectionReason(error));
+    });
+    this.client.on('sentinelError', (error: Error) => {
+      // Asked for the primary, a sentinel that knows the name but has none answers nil.
+      if (error.message.endsWith('invalid reply: null')) this.#lost(noPrimary(this.#use, 'none named'));
     });
     // After an error, the close that follows adds nothing to the error's reason.
     this.client.on('close', () => this.#unavailable === null && this.#lost(CONNECTION_CLOSED));
@@ -163,7 +183,7 @@ export class RedisConnection implements StoreHealth {
       const role = /^role:(\w+)/m.exec(await client.info('replication'))?.[1];
       if (role !== 'master') {
         // A primary demoted under the service: the sentinels know the new one.
-        if (this.#primaryName !== null) client.disconnect(true);
+        if (this.#use.primaryName !== null) client.disconnect(true);
         throw new RedisStateError({
           kind: 'read-only',
           text: `Redis is read-only: the node connected to is a replica (role:${role}), not the primary.`,
@@ -179,9 +199,7 @@ export class RedisConnection implements StoreHealth {
   }
 
   #reasonOf(error: Error): Reason {
-    return error instanceof RedisStateError
-      ? error.reason
-      : reasonOf(error, this.#timeoutMs, this.#use, this.#primaryName);
+    return error instanceof RedisStateError ? error.reason : reasonOf(error, this.#timeoutMs, this.#use);
   }
 
   /** A connection's failure, as ioredis reports it. */
@@ -219,8 +237,8 @@ export class RedisConnection implements StoreHealth {
     for (const secret of this.#secrets) text = text.replaceAll(secret, '***');
     this.#unavailable = { kind: reason.kind, text };
     this.#probe();
-    if (this.#loggedKind === reason.kind) return;
-    this.#loggedKind = reason.kind;
+    if (this.#loggedKinds.has(reason.kind)) return;
+    this.#loggedKinds.add(reason.kind);
     this.#log.warn({ reason: text }, OUTAGE_WARNING);
   }
 
@@ -253,8 +271,8 @@ export class RedisConnection implements StoreHealth {
   #available(): void {
     if (this.#databaseRefused || this.#closing) return;
     this.#unavailable = null;
-    if (this.#loggedKind === null) return;
-    this.#loggedKind = null;
+    if (this.#loggedKinds.size === 0) return;
+    this.#loggedKinds.clear();
     this.#log.info('Redis is available again');
   }
 }

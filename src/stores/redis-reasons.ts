@@ -66,6 +66,10 @@ function tlsReason(error: NodeJS.ErrnoException): Reason | null {
 export interface RedisUse {
   /** The prefix of every key of the service. */
   keyPrefix: string;
+  /** The name of the primary asked of the sentinels, with Sentinel. */
+  primaryName: string | null;
+  /** The sentinels, or the Cluster's seed nodes, as configured (`10.0.0.1:26379,…`); null for one node. */
+  addresses: string | null;
   /** The Lua source of each script the service runs, by its SHA-1. */
   scripts: ReadonlyMap<string, string>;
 }
@@ -125,11 +129,40 @@ function replyReason(message: string, use: RedisUse): Reason {
 /** Sentinel's own reports, as ioredis words them. */
 const ALL_SENTINELS_FAILED = /^All sentinels are unreachable\b.*?(?: Last error: (.*))?$/s;
 
+/** The sentinels answered, but named no primary. */
+export function noPrimary(use: RedisUse, said: string): Reason {
+  return {
+    kind: 'no-primary',
+    text: `No primary named ${JSON.stringify(use.primaryName)} is known to the sentinels (${use.addresses}): ${said}`,
+  };
+}
+
 /**
- * The reason for an error ioredis reported, whether a command's, a connection's or the
- * sentinels': `timeoutMs` is the command timeout, `primaryName` the name asked of the sentinels.
+ * Whether ioredis only says it went round the sentinels: it does after each round, even after
+ * one that found the primary, whose address then refused. A sentinel that names no primary is
+ * reported on its own (a "sentinelError").
  */
-export function reasonOf(error: Error, timeoutMs: number, use: RedisUse, primaryName: string | null = null): Reason {
+export function isSentinelRound(error: Error): boolean {
+  return ALL_SENTINELS_FAILED.exec(error.message)?.[1] === undefined && ALL_SENTINELS_FAILED.test(error.message);
+}
+
+/** What the sentinels, asked for the primary, said last. */
+function sentinelReason(last: string, timeoutMs: number, use: RedisUse): Reason {
+  // A sentinel that knows no such name says so.
+  if (last.includes('No such master')) return noPrimary(use, last);
+  const inner = reasonOf(Object.assign(new Error(last), { code: lastErrorCode(last) }), timeoutMs, use);
+  if (inner.kind !== 'unreachable') return { kind: inner.kind, text: inner.text.replace(/^Redis\b/, 'Redis Sentinel') };
+  return {
+    kind: 'unreachable',
+    text: `Redis Sentinel is unreachable: no sentinel of ${use.addresses} answered (${last})`,
+  };
+}
+
+/**
+ * The reason for an error ioredis reported, whether a command's, a connection's, the
+ * sentinels' or a Cluster's: `timeoutMs` is the command timeout.
+ */
+export function reasonOf(error: Error & { lastNodeError?: Error }, timeoutMs: number, use: RedisUse): Reason {
   // ioredis gives its timeout no class of its own, only this message.
   if (error.message === 'Command timed out') {
     return { kind: 'timeout', text: `Redis did not answer within ${timeoutMs} ms.` };
@@ -138,16 +171,15 @@ export function reasonOf(error: Error, timeoutMs: number, use: RedisUse, primary
   const tls = tlsReason(error as NodeJS.ErrnoException);
   if (tls !== null) return tls;
   const sentinels = ALL_SENTINELS_FAILED.exec(error.message);
-  if (sentinels !== null) {
-    const last = sentinels[1];
-    if (last === undefined || last === '') {
-      return {
-        kind: 'no-primary',
-        text: `No primary named ${JSON.stringify(primaryName)} is known to the sentinels.`,
-      };
-    }
-    const inner = reasonOf(Object.assign(new Error(last), { code: lastErrorCode(last) }), timeoutMs, use, primaryName);
-    return { kind: inner.kind, text: inner.text.replace(/^Redis\b/, 'Redis Sentinel') };
+  if (sentinels !== null) return sentinelReason(sentinels[1] ?? 'none answered', timeoutMs, use);
+  // A Cluster that reached none of its nodes: why the last one failed.
+  if (error.lastNodeError !== undefined) {
+    const inner = reasonOf(error.lastNodeError, timeoutMs, use);
+    if (inner.kind !== 'unreachable') return inner;
+    return {
+      kind: 'unreachable',
+      text: `Redis Cluster is unreachable: no node of ${use.addresses} answered (${error.lastNodeError.message})`,
+    };
   }
   if (error.message === 'connect ETIMEDOUT') {
     return { kind: 'unreachable', text: 'Redis is unreachable: connecting timed out.' };
