@@ -593,6 +593,7 @@ describe('server process (dist/server.js)', { concurrency: 4 }, () => {
       { name: 'PORT=abc', env: { PORT: 'abc' }, names: 'PORT "abc"' },
       { name: 'PORT=70000', env: { PORT: '70000' }, names: 'PORT "70000"' },
       { name: 'LOG_LEVEL=loud', env: { LOG_LEVEL: 'loud' }, names: 'LOG_LEVEL "loud"' },
+      { name: 'OTEL_TRACES_SAMPLER=xray', env: { OTEL_TRACES_SAMPLER: 'xray' }, names: 'OTEL_TRACES_SAMPLER "xray"' },
       { name: 'BODY_LIMIT=0', env: { BODY_LIMIT: '0' }, names: 'BODY_LIMIT "0"' },
       { name: 'CONTEXT_PATH=no-slash', env: { CONTEXT_PATH: 'no-slash' }, names: 'CONTEXT_PATH "no-slash"' },
       // A wildcard to Fastify: its error's stack trace.
@@ -752,7 +753,9 @@ describe('server process (dist/server.js)', { concurrency: 4 }, () => {
           const value = DEFAULT_CONFIG[key as keyof typeof DEFAULT_CONFIG];
           if (secret) assert.doesNotMatch(line, /default:/, `${env}'s default is not shown`);
           else {
-            assert.ok(line.endsWith(`(default: ${String(value)})`), `${env} shows its default: ${line}`);
+            // An empty default is no value: it reads "unset".
+            const shown = value === null || (Array.isArray(value) && value.length === 0) ? 'unset' : String(value);
+            assert.ok(line.endsWith(`(default: ${shown})`), `${env} shows its default: ${line}`);
           }
         }
       });

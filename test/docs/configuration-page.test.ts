@@ -24,8 +24,9 @@ describe('docs/configuration.md', () => {
       assert.ok(row, env);
       assert.ok(row.includes(help), `${env}: ${row}`);
       if (flag !== undefined) assert.ok(row.includes(`\`--${flag}\``), `${env}: ${row}`);
-      if (!secret)
-        assert.ok(row.includes(`\`${Array.isArray(value) ? value.join(',') : String(value)}\``), `${env}: ${row}`);
+      const empty = value === null || (Array.isArray(value) && value.length === 0);
+      const shown = empty ? 'unset' : Array.isArray(value) ? value.join(',') : String(value);
+      if (!secret) assert.ok(row.includes(`\`${shown}\``), `${env}: ${row}`);
     }
   });
 
