@@ -33,6 +33,7 @@ import { VISIBLE_LINE } from './schemas.js';
 import type { ProfileStore } from './stores/profile.js';
 import type { RateLimitStore } from './stores/rate-limit.js';
 import { createStores } from './stores/stores.js';
+import { createSpanExport } from './tracing/export.js';
 
 export interface AppOptions {
   /** Where log lines go; standard output by default. */
@@ -120,9 +121,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   app.addHook('onClose', () => stores.close());
 
   const tracesUrl = otlpTracesUrl(config);
-  // The OpenTelemetry SDK is loaded only when spans are exported.
-  const spanExport =
-    tracesUrl === null ? null : (await import('./tracing/export.js')).createSpanExport(config, tracesUrl, app.log);
+  const spanExport = tracesUrl === null ? null : await createSpanExport(config, tracesUrl, app.log);
   // First: the request's span begins before any other hook runs, and sees every route added.
   await app.register(tracingPlugin, { requestLog, spanExport, shutdownTimeoutMs: config.shutdownTimeoutMs });
   await app.register(errorsPlugin);

@@ -3,13 +3,13 @@ import {
   type Attributes,
   type Context,
   context,
+  createTraceState,
   ROOT_CONTEXT,
   type Span,
   SpanKind,
   SpanStatusCode,
   trace,
 } from '@opentelemetry/api';
-import { TraceState } from '@opentelemetry/core';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
 import { newSpanId, parseTraceParent, parseTraceState } from '../lib/trace-context.js';
@@ -64,7 +64,7 @@ function parentContext(request: FastifyRequest): Context {
     spanId: parent.parentId,
     traceFlags: parent.flags,
     isRemote: true,
-    ...(state !== undefined && { traceState: new TraceState(state) }),
+    ...(state !== undefined && { traceState: createTraceState(state) }),
   });
 }
 

@@ -1,22 +1,5 @@
 import { context, TraceFlags, type Tracer } from '@opentelemetry/api';
-import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
-import { ExportResultCode } from '@opentelemetry/core';
-import { OTLPTraceExporter as JsonExporter } from '@opentelemetry/exporter-trace-otlp-http';
-import { OTLPTraceExporter as ProtobufExporter } from '@opentelemetry/exporter-trace-otlp-proto';
-import { defaultResource, resourceFromAttributes } from '@opentelemetry/resources';
-import {
-  AlwaysOffSampler,
-  AlwaysOnSampler,
-  BasicTracerProvider,
-  BatchSpanProcessor,
-  ParentBasedSampler,
-  type ReadableSpan,
-  type Sampler,
-  type SpanExporter,
-  type SpanProcessor,
-  TraceIdRatioBasedSampler,
-} from '@opentelemetry/sdk-trace-base';
-import { ATTR_SERVICE_NAME, ATTR_SERVICE_VERSION } from '@opentelemetry/semantic-conventions';
+import type { ReadableSpan, Sampler, SpanExporter, SpanProcessor } from '@opentelemetry/sdk-trace-base';
 import type { FastifyBaseLogger } from 'fastify';
 import { Counter, type Registry } from 'prom-client';
 import type { Config, TraceSampler } from '../config.js';
@@ -32,6 +15,30 @@ const BATCH_DELAY_MS = 5000;
 const SHUTDOWN_MARGIN_MS = 250;
 
 const DEFAULT_SERVICE_NAME = 'greeting-service';
+
+/**
+ * OpenTelemetry's SDK and exporters, loaded when the first app that exports spans is built: a
+ * service that exports none never reads them (the bundle leaves them in node_modules).
+ */
+async function loadSdk() {
+  const [contextManager, core, json, protobuf, resources, sdk] = await Promise.all([
+    import('@opentelemetry/context-async-hooks'),
+    import('@opentelemetry/core'),
+    import('@opentelemetry/exporter-trace-otlp-http'),
+    import('@opentelemetry/exporter-trace-otlp-proto'),
+    import('@opentelemetry/resources'),
+    import('@opentelemetry/sdk-trace-base'),
+  ]);
+  return {
+    ...sdk,
+    ...resources,
+    ExportResultCode: core.ExportResultCode,
+    AsyncLocalStorageContextManager: contextManager.AsyncLocalStorageContextManager,
+    JsonExporter: json.OTLPTraceExporter,
+    ProtobufExporter: protobuf.OTLPTraceExporter,
+  };
+}
+type Sdk = Awaited<ReturnType<typeof loadSdk>>;
 
 /** What became of the spans handed over for export, for /metrics. */
 interface Tally {
@@ -49,12 +56,13 @@ class CountingExporter implements SpanExporter {
   constructor(
     readonly inner: SpanExporter,
     readonly tally: Tally,
+    readonly success: Sdk['ExportResultCode']['SUCCESS'],
   ) {}
 
   export(spans: ReadableSpan[], done: Parameters<SpanExporter['export']>[1]): void {
     this.tally.queued -= spans.length;
     this.inner.export(spans, (result) => {
-      if (result.code === ExportResultCode.SUCCESS) this.tally.exported += spans.length;
+      if (result.code === this.success) this.tally.exported += spans.length;
       else this.tally.exportFailed += spans.length;
       done(result);
     });
@@ -74,12 +82,13 @@ class CountingExporter implements SpanExporter {
  * counted: the SDK's processor drops them silently.
  */
 class BoundedBatchProcessor implements SpanProcessor {
-  readonly #batch: BatchSpanProcessor;
+  readonly #batch: SpanProcessor;
   readonly #tally: Tally;
 
-  constructor(exporter: SpanExporter, tally: Tally) {
+  constructor(sdk: Sdk, exporter: SpanExporter, tally: Tally) {
     this.#tally = tally;
-    this.#batch = new BatchSpanProcessor(new CountingExporter(exporter, tally), {
+    const counting = new CountingExporter(exporter, tally, sdk.ExportResultCode.SUCCESS);
+    this.#batch = new sdk.BatchSpanProcessor(counting, {
       maxQueueSize: MAX_QUEUED_SPANS,
       maxExportBatchSize: BATCH_SIZE,
       scheduledDelayMillis: BATCH_DELAY_MS,
@@ -107,13 +116,13 @@ class BoundedBatchProcessor implements SpanProcessor {
   }
 }
 
-function sampler(name: TraceSampler, ratio: number): Sampler {
+function sampler(sdk: Sdk, name: TraceSampler, ratio: number): Sampler {
   const root = name.endsWith('always_off')
-    ? new AlwaysOffSampler()
+    ? new sdk.AlwaysOffSampler()
     : name.endsWith('traceidratio')
-      ? new TraceIdRatioBasedSampler(ratio)
-      : new AlwaysOnSampler();
-  return name.startsWith('parentbased_') ? new ParentBasedSampler({ root }) : root;
+      ? new sdk.TraceIdRatioBasedSampler(ratio)
+      : new sdk.AlwaysOnSampler();
+  return name.startsWith('parentbased_') ? new sdk.ParentBasedSampler({ root }) : root;
 }
 
 let contextManaged = false;
@@ -122,10 +131,10 @@ let contextManaged = false;
  * The context of the request being served follows its asynchronous work, so that a Redis
  * command knows its request's span: one context manager per process, however many apps.
  */
-function manageContext(): void {
+function manageContext(sdk: Sdk): void {
   if (contextManaged) return;
   contextManaged = true;
-  context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
+  context.setGlobalContextManager(new sdk.AsyncLocalStorageContextManager().enable());
 }
 
 /** Spans made, batched and sent to an OpenTelemetry collector over OTLP/HTTP. */
@@ -138,27 +147,28 @@ export interface SpanExport {
 }
 
 /** The export the OTEL_ settings ask for, to `url` (see otlpTracesUrl). */
-export function createSpanExport(config: Config, url: string, log: FastifyBaseLogger): SpanExport {
-  manageContext();
+export async function createSpanExport(config: Config, url: string, log: FastifyBaseLogger): Promise<SpanExport> {
+  const sdk = await loadSdk();
+  manageContext(sdk);
   traceRedisCommands();
   const attributes = Object.fromEntries(config.otelResourceAttributes);
-  const resource = defaultResource().merge(
-    resourceFromAttributes({
+  const resource = sdk.defaultResource().merge(
+    sdk.resourceFromAttributes({
       ...attributes,
-      [ATTR_SERVICE_NAME]: config.otelServiceName ?? attributes[ATTR_SERVICE_NAME] ?? DEFAULT_SERVICE_NAME,
-      [ATTR_SERVICE_VERSION]: attributes[ATTR_SERVICE_VERSION] ?? VERSION,
+      'service.name': config.otelServiceName ?? attributes['service.name'] ?? DEFAULT_SERVICE_NAME,
+      'service.version': attributes['service.version'] ?? VERSION,
     }),
   );
   const options = { url, headers: Object.fromEntries(config.otelExporterOtlpHeaders) };
   const exporter =
-    config.otelExporterOtlpProtocol === 'http/json' ? new JsonExporter(options) : new ProtobufExporter(options);
+    config.otelExporterOtlpProtocol === 'http/json' ? new sdk.JsonExporter(options) : new sdk.ProtobufExporter(options);
   const tally: Tally = { queued: 0, exported: 0, queueFull: 0, exportFailed: 0 };
-  const provider = new BasicTracerProvider({
+  const provider = new sdk.BasicTracerProvider({
     resource,
-    sampler: sampler(config.otelTracesSampler, config.otelTracesSamplerArg),
+    sampler: sampler(sdk, config.otelTracesSampler, config.otelTracesSamplerArg),
     // A client's Host, User-Agent or query may be as long as Node's header limit allows.
     spanLimits: { attributeValueLengthLimit: 2048 },
-    spanProcessors: [new BoundedBatchProcessor(exporter, tally)],
+    spanProcessors: [new BoundedBatchProcessor(sdk, exporter, tally)],
   });
 
   return {
