@@ -223,14 +223,17 @@ describe('a collector in trouble', () => {
   const hello = (app: FastifyInstance, id: string) =>
     app.inject({ url: '/api/hello/ada', headers: { traceparent: VALID_TRACEPARENT, 'x-request-id': id } });
 
-  /** Sends `count` requests; each must answer as without tracing, at once. */
+  /** Sends `count` requests, 100 at a time; each must answer as without tracing, at once. */
   async function unchanged(app: FastifyInstance, count: number): Promise<void> {
-    for (let i = 0; i < count; i++) {
+    const one = async (i: number) => {
       const started = performance.now();
       const res = await hello(app, `load-${i}`);
       assert.equal(res.statusCode, 200);
       assert.equal(res.body, '{"greeting":"Hello, ada!"}');
       assert.ok(performance.now() - started < 1000, 'answered within a second');
+    };
+    for (let from = 0; from < count; from += 100) {
+      await Promise.all(Array.from({ length: Math.min(100, count - from) }, (_, i) => one(from + i)));
     }
   }
 
