@@ -129,7 +129,8 @@ let contextManaged = false;
 
 /**
  * The context of the request being served follows its asynchronous work, so that a Redis
- * command knows its request's span: one context manager per process, however many apps.
+ * command knows its request's span: one context manager per process, however many apps. Only
+ * Redis commands need it, and following every request's asynchronous work has a cost of its own.
  */
 function manageContext(sdk: Sdk): void {
   if (contextManaged) return;
@@ -149,8 +150,10 @@ export interface SpanExport {
 /** The export the OTEL_ settings ask for, to `url` (see otlpTracesUrl). */
 export async function createSpanExport(config: Config, url: string, log: FastifyBaseLogger): Promise<SpanExport> {
   const sdk = await loadSdk();
-  manageContext(sdk);
-  traceRedisCommands();
+  if (config.redisUrl !== null) {
+    manageContext(sdk);
+    traceRedisCommands();
+  }
   const attributes = Object.fromEntries(config.otelResourceAttributes);
   const resource = sdk.defaultResource().merge(
     sdk.resourceFromAttributes({
