@@ -8,12 +8,14 @@
  *   npm run bench -- --baseline ../other-checkout   # adds another build of the service to the rounds
  *   npm run bench -- --only hello,echo --total 0    # some endpoints (by name), no million-request run
  *   npm run bench -- --load autocannon              # wrk is used when installed
+ *   npm run bench -- --tracing                      # adds the service exporting spans: all, and a tenth
  *
  * Prints a Markdown report (the one BENCHMARKS.md quotes) and writes it, with the raw
  * figures as JSON, to bench/results/.
  */
 import { spawn } from 'node:child_process';
 import { mkdirSync, openSync, readFileSync, writeFileSync } from 'node:fs';
+import { createServer as createHttpServer } from 'node:http';
 import { createServer } from 'node:net';
 import { cpus, tmpdir, totalmem } from 'node:os';
 import { join } from 'node:path';
@@ -31,6 +33,7 @@ const { values: options } = parseArgs({
     load: { type: 'string' },
     baseline: { type: 'string' },
     only: { type: 'string' },
+    tracing: { type: 'boolean', default: false },
   },
 });
 /** The endpoints measured: all, or those whose name contains one of the words of `--only`. */
@@ -75,7 +78,7 @@ async function firstOk(url, since, timeoutMs = 10_000) {
 }
 
 /** The service with its production defaults; its log goes to a file, at info level, as in production. */
-function serviceServer(key, label, checkout) {
+function serviceServer(key, label, checkout, env = {}) {
   return {
     key,
     label,
@@ -86,15 +89,40 @@ function serviceServer(key, label, checkout) {
       RATE_LIMIT_MAX: '2147483647', // on, and far above what a run sends
       METRICS_ENABLED: 'true',
       HOST: '127.0.0.1',
+      ...env,
     },
     log: join(tmpdir(), `greeting-service-bench-${key}.log`),
   };
 }
 
+/**
+ * With --tracing, an OTLP/HTTP receiver that takes every export and answers at once, as a
+ * collector on the same host would: the cost measured is the service's.
+ */
+async function otlpSink() {
+  const sink = createHttpServer((request, response) => {
+    request.resume();
+    request.on('end', () => response.writeHead(200, { 'content-type': 'application/x-protobuf' }).end());
+  });
+  await new Promise((resolve) => sink.listen(0, '127.0.0.1', resolve));
+  return { sink, url: `http://127.0.0.1:${sink.address().port}` };
+}
+const tracing = options.tracing ? await otlpSink() : null;
+
 /** The servers compared, the service first. */
 const SERVERS = [
   serviceServer('service', 'service', root),
   ...(options.baseline === undefined ? [] : [serviceServer('baseline', 'baseline', options.baseline)]),
+  ...(tracing === null
+    ? []
+    : [
+        serviceServer('traced', 'spans, all exported', root, { OTEL_EXPORTER_OTLP_ENDPOINT: tracing.url }),
+        serviceServer('sampled', 'spans, 10% exported', root, {
+          OTEL_EXPORTER_OTLP_ENDPOINT: tracing.url,
+          OTEL_TRACES_SAMPLER: 'parentbased_traceidratio',
+          OTEL_TRACES_SAMPLER_ARG: '0.1',
+        }),
+      ]),
   { key: 'node', label: 'node:http', cwd: root, script: 'bench/servers/node-http.js', env: {} },
   { key: 'express', label: 'Express 5', cwd: root, script: 'bench/servers/express.js', env: {} },
 ];
@@ -268,6 +296,7 @@ async function main() {
     process.stdout.write(markdown);
   } finally {
     for (const server of servers) server.child.kill('SIGTERM');
+    tracing?.sink.close();
   }
 }
 

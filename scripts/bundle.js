@@ -15,9 +15,19 @@ await build({
   platform: 'node',
   format: 'esm',
   target: 'node20',
-  // These read files beside their own code (Swagger UI's page and assets, swagger's own
-  // package.json), so they stay in node_modules and are imported from there.
-  external: ['@fastify/swagger-ui', '@fastify/swagger'],
+  external: [
+    // These read files beside their own code (Swagger UI's page and assets, swagger's own
+    // package.json), so they stay in node_modules and are imported from there.
+    '@fastify/swagger-ui',
+    '@fastify/swagger',
+    // OpenTelemetry's SDK and exporters, loaded only when spans are exported: a start without
+    // export neither reads nor compiles them. Its API, which every request may use, is bundled.
+    '@opentelemetry/context-async-hooks',
+    '@opentelemetry/core',
+    '@opentelemetry/exporter-*',
+    '@opentelemetry/resources',
+    '@opentelemetry/sdk-*',
+  ],
   // The CommonJS packages inside the bundle call require(); an ES module has none of its own.
   banner: {
     js: "import { createRequire as __bundleRequire } from 'node:module';\nconst require = __bundleRequire(import.meta.url);",

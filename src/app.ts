@@ -2,7 +2,7 @@ import { SerializerSelector } from '@fastify/fast-json-stringify-compiler';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import Fastify, { type FastifyInstance } from 'fastify';
 import { type DestinationStream, destination } from 'pino';
-import type { Config } from './config.js';
+import { type Config, otlpTracesUrl } from './config.js';
 import type { ApiError } from './errors.js';
 import { SocketAnswers } from './http/socket-answers.js';
 import { apiPathTest } from './lib/api-path.js';
@@ -16,6 +16,7 @@ import { openapiPlugin } from './plugins/openapi.js';
 import { RateLimiter, rateLimitPlugin } from './plugins/rate-limit.js';
 import { API_SECURITY_HEADERS, ResponseHeaders, responseHeadersPlugin } from './plugins/response-headers.js';
 import { shutdownPlugin } from './plugins/shutdown.js';
+import { tracingPlugin } from './plugins/tracing.js';
 import { validationPlugin } from './plugins/validation.js';
 import { versionedUrlRewriter, versioningPlugin } from './plugins/versioning.js';
 import { currencyRoutes } from './routes/currencies.js';
@@ -32,6 +33,7 @@ import { VISIBLE_LINE } from './schemas.js';
 import type { ProfileStore } from './stores/profile.js';
 import type { RateLimitStore } from './stores/rate-limit.js';
 import { createStores } from './stores/stores.js';
+import { createSpanExport } from './tracing/export.js';
 
 export interface AppOptions {
   /** Where log lines go; standard output by default. */
@@ -118,6 +120,10 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   // Registered before listening, so it runs after Fastify's own close hook has drained the requests.
   app.addHook('onClose', () => stores.close());
 
+  const tracesUrl = otlpTracesUrl(config);
+  const spanExport = tracesUrl === null ? null : await createSpanExport(config, tracesUrl, app.log);
+  // First: the request's span begins before any other hook runs, and sees every route added.
+  await app.register(tracingPlugin, { requestLog, spanExport, shutdownTimeoutMs: config.shutdownTimeoutMs });
   await app.register(errorsPlugin);
   await app.register(validationPlugin);
   await app.register(jsonBodyPlugin);
@@ -133,7 +139,10 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
     rateLimited: config.rateLimitMax > 0,
     securityHeaders: API_SECURITY_HEADERS,
   });
-  if (config.metricsEnabled) await app.register(metricsPlugin, { requestLog });
+  if (config.metricsEnabled) {
+    await app.register(metricsPlugin, { requestLog });
+    spanExport?.registerMetrics(app.metricsRegistry);
+  }
   const prefix = config.contextPath === '/' ? '' : config.contextPath;
   if (config.rateLimitMax > 0) {
     limiter = new RateLimiter({

@@ -5,6 +5,7 @@ const NAME = 'greeting-service';
 
 /** A default as the variable would be written: `*`, `false`, `1048576`, `a.example,b.example`. */
 function shownDefault(value: Config[keyof Config]): string {
+  if (value === null || (Array.isArray(value) && value.length === 0)) return 'unset';
   return Array.isArray(value) ? value.join(',') : String(value);
 }
 

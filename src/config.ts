@@ -231,6 +231,67 @@ function serverName(raw: string): string {
   return raw;
 }
 
+/** The exporters OTEL_TRACES_EXPORTER may name: OTLP over HTTP, or none. */
+export type TracesExporter = 'otlp' | 'none';
+const TRACES_EXPORTERS: readonly TracesExporter[] = ['otlp', 'none'];
+
+export type OtlpProtocol = 'http/protobuf' | 'http/json';
+const OTLP_PROTOCOLS: readonly OtlpProtocol[] = ['http/protobuf', 'http/json'];
+
+/** OpenTelemetry's standard samplers, but those that need a remote service (jaeger_remote, xray). */
+export const TRACE_SAMPLERS = [
+  'always_on',
+  'always_off',
+  'traceidratio',
+  'parentbased_always_on',
+  'parentbased_always_off',
+  'parentbased_traceidratio',
+] as const;
+export type TraceSampler = (typeof TRACE_SAMPLERS)[number];
+
+function oneOf<T extends string>(values: readonly T[], unsupported = ''): Parse<T> {
+  return (raw) => {
+    const value = values.find((v) => v === raw);
+    if (value === undefined) throw new Error(`must be one of ${values.join(', ')}${unsupported}`);
+    return value;
+  };
+}
+
+/** An OTLP/HTTP endpoint: an http or https URL, as the exporter posts to it. */
+function httpUrl(raw: string): string {
+  if (!/^https?:\/\//.test(raw) || !URL.canParse(raw) || new URL(raw).hostname === '') {
+    throw new Error('must be an http:// or https:// URL such as http://collector:4318');
+  }
+  return raw;
+}
+
+/** An HTTP token: what a header's name is made of. */
+const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
+
+/**
+ * OpenTelemetry's `key=value,key=value` lists (OTEL_RESOURCE_ATTRIBUTES, OTEL_EXPORTER_OTLP_HEADERS),
+ * the values percent-decoded, each key checked by `isKey`.
+ */
+function keyValueList(isKey: (key: string) => boolean, example: string): Parse<readonly (readonly [string, string])[]> {
+  return (raw) => {
+    const shape = `must be a comma-separated list of key=value such as ${example}, the values percent-encoded`;
+    return raw.split(',').map((member) => {
+      const equals = member.indexOf('=');
+      const key = member.slice(0, equals).trim();
+      if (equals === -1 || !isKey(key)) throw new Error(shape);
+      let value: string;
+      try {
+        value = decodeURIComponent(member.slice(equals + 1).trim());
+      } catch {
+        throw new Error(shape);
+      }
+      // A header's value may not break its line; an attribute's text should not either.
+      if (/[\0\r\n]/.test(value)) throw new Error(`${shape}, with no line breaks or NUL`);
+      return [key, value] as const;
+    });
+  };
+}
+
 /**
  * One setting: where it comes from (its environment variable, and its command-line flag if it has
  * one), what `--help` says of it, its default and how its text is read (throwing an Error whose
@@ -397,21 +458,18 @@ export const SETTINGS = {
     env: 'REDIS_SENTINELS',
     help: 'instead of REDIS_URL: the Redis Sentinels to ask for the primary, a comma-separated list of host:port such as 10.0.0.1:26379,10.0.0.2:26379, with REDIS_SENTINEL_NAME',
     default: null,
-    defaultText: 'unset',
     parse: addressList('10.0.0.1:26379,10.0.0.2:26379'),
   }),
   redisSentinelName: setting<string | null>({
     env: 'REDIS_SENTINEL_NAME',
     help: 'the name under which the sentinels of REDIS_SENTINELS monitor the primary (mymaster in their examples)',
     default: null,
-    defaultText: 'unset',
     parse: redisName,
   }),
   redisClusterNodes: setting<readonly RedisAddress[] | null>({
     env: 'REDIS_CLUSTER_NODES',
     help: 'instead of REDIS_URL: some nodes of a Redis Cluster to learn the others from, a comma-separated list of host:port such as 10.0.0.1:6379,10.0.0.2:6379',
     default: null,
-    defaultText: 'unset',
     parse: addressList('10.0.0.1:6379,10.0.0.2:6379'),
   }),
   redisUsername: setting<string | null>({
@@ -425,7 +483,6 @@ export const SETTINGS = {
     env: 'REDIS_PASSWORD_FILE',
     help: 'a file holding the Redis password (one trailing newline ignored), read at start and again at each reconnection, so a rotated password is picked up; instead of a password in REDIS_URL',
     default: null,
-    defaultText: 'unset',
     parse: (raw) => {
       readPasswordFile(raw);
       return raw;
@@ -450,14 +507,12 @@ export const SETTINGS = {
     env: 'REDIS_TLS_CERT_FILE',
     help: 'a PEM file of the client certificate the service shows Redis (mutual TLS), with REDIS_TLS_KEY_FILE',
     default: null,
-    defaultText: 'unset',
     parse: certificateFile,
   }),
   redisTlsKeyFile: setting<string | null>({
     env: 'REDIS_TLS_KEY_FILE',
     help: 'a PEM file of the unencrypted private key of REDIS_TLS_CERT_FILE',
     default: null,
-    defaultText: 'unset',
     parse: privateKeyFile,
   }),
   redisTlsServername: setting<string | null>({
@@ -471,14 +526,12 @@ export const SETTINGS = {
     env: 'REDIS_SENTINEL_USERNAME',
     help: "the sentinels' ACL user, with REDIS_SENTINEL_PASSWORD_FILE",
     default: null,
-    defaultText: 'unset',
     parse: redisName,
   }),
   redisSentinelPasswordFile: setting<string | null>({
     env: 'REDIS_SENTINEL_PASSWORD_FILE',
     help: "a file holding the sentinels' password, read like REDIS_PASSWORD_FILE",
     default: null,
-    defaultText: 'unset',
     parse: (raw) => {
       readPasswordFile(raw);
       return raw;
@@ -506,6 +559,76 @@ export const SETTINGS = {
     // A Redis on the same network answers in about a millisecond; half a second is a Redis in trouble.
     default: 500,
     parse: integer(1, 60_000),
+  }),
+  /** OpenTelemetry's standard variable: true turns every part of tracing's export off. */
+  otelSdkDisabled: setting({
+    env: 'OTEL_SDK_DISABLED',
+    help: 'true, false, 1 or 0, in any case; true: no spans are made or exported, whatever the other OTEL_ settings say (traceparent still reaches the log)',
+    default: false,
+    parse: boolean,
+  }),
+  /** Null: OTLP when an endpoint is set, else nothing, so that setting the endpoint is enough. */
+  otelTracesExporter: setting<TracesExporter | null>({
+    env: 'OTEL_TRACES_EXPORTER',
+    help: 'otlp (spans sent to an OpenTelemetry collector over OTLP/HTTP) or none; unset: otlp when OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is set, else none',
+    default: null,
+    parse: oneOf(TRACES_EXPORTERS, ' (console, zipkin and jaeger are not supported)'),
+  }),
+  otelExporterOtlpEndpoint: setting<string | null>({
+    env: 'OTEL_EXPORTER_OTLP_ENDPOINT',
+    help: "the collector's OTLP/HTTP base URL, such as http://collector:4318: spans go to its /v1/traces; unset: http://localhost:4318",
+    default: null,
+    parse: httpUrl,
+  }),
+  otelExporterOtlpTracesEndpoint: setting<string | null>({
+    env: 'OTEL_EXPORTER_OTLP_TRACES_ENDPOINT',
+    help: 'the full URL spans are posted to, such as http://collector:4318/v1/traces; wins over OTEL_EXPORTER_OTLP_ENDPOINT',
+    default: null,
+    parse: httpUrl,
+  }),
+  otelExporterOtlpProtocol: setting<OtlpProtocol>({
+    env: 'OTEL_EXPORTER_OTLP_PROTOCOL',
+    help: 'http/protobuf or http/json, how spans are encoded',
+    default: 'http/protobuf',
+    parse: oneOf(OTLP_PROTOCOLS, ' (grpc is not supported)'),
+  }),
+  /** A secret: collectors of hosted services take their API key in a header. */
+  otelExporterOtlpHeaders: setting<readonly (readonly [string, string])[]>({
+    env: 'OTEL_EXPORTER_OTLP_HEADERS',
+    secret: true,
+    help: 'headers sent with every export, such as api-key=secret,x-tenant=a%20b: comma-separated name=value, the values percent-encoded',
+    default: [],
+    parse: keyValueList((key) => TOKEN.test(key), 'api-key=secret'),
+  }),
+  /** Null: `service.name` of OTEL_RESOURCE_ATTRIBUTES, else greeting-service. */
+  otelServiceName: setting<string | null>({
+    env: 'OTEL_SERVICE_NAME',
+    help: "the spans' service.name; unset: the service.name of OTEL_RESOURCE_ATTRIBUTES, else greeting-service",
+    default: null,
+    parse: (raw) => raw,
+  }),
+  otelResourceAttributes: setting<readonly (readonly [string, string])[]>({
+    env: 'OTEL_RESOURCE_ATTRIBUTES',
+    help: "attributes of the spans' resource, such as deployment.environment.name=prod,service.namespace=shop: comma-separated key=value, the values percent-encoded",
+    default: [],
+    parse: keyValueList((key) => /^[^\s=,]+$/.test(key), 'deployment.environment.name=prod'),
+  }),
+  otelTracesSampler: setting<TraceSampler>({
+    env: 'OTEL_TRACES_SAMPLER',
+    help: `which requests are traced: ${TRACE_SAMPLERS.join(', ')}; parentbased_ ones follow the caller's traceparent when it sends one`,
+    default: 'parentbased_always_on',
+    parse: oneOf(TRACE_SAMPLERS, ' (jaeger_remote and xray are not supported)'),
+  }),
+  otelTracesSamplerArg: setting({
+    env: 'OTEL_TRACES_SAMPLER_ARG',
+    help: 'the share of traces that traceidratio and parentbased_traceidratio sample, a decimal from 0 to 1 such as 0.1',
+    default: 1,
+    parse: (raw) => {
+      if (!/^(?:0|1)?(?:\.\d+)?$/.test(raw) || raw === '' || raw === '.' || Number(raw) > 1) {
+        throw new Error('must be a decimal number from 0 to 1, such as 0.25');
+      }
+      return Number(raw);
+    },
   }),
 };
 
@@ -689,6 +812,20 @@ function checkRedisSettings(config: Config, given: ReadonlySet<keyof Config>): v
       config.redisKeyPrefix,
     );
   }
+}
+
+/**
+ * Where spans are exported to, as the OTEL_ settings say together: OTEL_EXPORTER_OTLP_TRACES_ENDPOINT
+ * as it is, else OTEL_EXPORTER_OTLP_ENDPOINT's `/v1/traces`; null when nothing is exported.
+ */
+export function otlpTracesUrl(config: Config): string | null {
+  const { otelSdkDisabled, otelTracesExporter, otelExporterOtlpEndpoint, otelExporterOtlpTracesEndpoint } = config;
+  if (otelSdkDisabled || otelTracesExporter === 'none') return null;
+  if (otelTracesExporter === null && otelExporterOtlpEndpoint === null && otelExporterOtlpTracesEndpoint === null) {
+    return null;
+  }
+  const base = (otelExporterOtlpEndpoint ?? 'http://localhost:4318').replace(/\/$/, '');
+  return otelExporterOtlpTracesEndpoint ?? `${base}/v1/traces`;
 }
 
 /** The offset from UTC, in minutes, of the wall clock in `timeZone` at `instant`. */

@@ -90,6 +90,13 @@ export interface ClientOptions {
 export interface CallOptions {
   /** Sent as `X-Request-Id`: 1 to 128 of `A-Z a-z 0-9 . _ : -`, or the service makes its own. */
   requestId?: string;
+  /**
+   * The caller's span, as W3C Trace Context writes it (`00-<trace id>-<span id>-<flags>`), with its
+   * `tracestate`. Without it, the active OpenTelemetry context's, when the application uses
+   * `@opentelemetry/api` and has registered a propagator.
+   */
+  traceparent?: string;
+  tracestate?: string;
   signal?: AbortSignal;
   headers?: Readonly<Record<string, string>>;
 }
@@ -144,6 +151,44 @@ export class PreconditionFailedError extends ApiError {
 /** No answer came: the service could not be reached, the connection failed, or the call was aborted. */
 export class NetworkError extends Error {
   override name = 'NetworkError';
+}
+
+/** The W3C Trace Context headers: all the client takes from an OpenTelemetry propagator (not baggage, say). */
+const TRACE_HEADERS = ['traceparent', 'tracestate'] as const;
+
+/** What the client uses of `@opentelemetry/api`. */
+interface OpenTelemetryApi {
+  context: { active(): unknown };
+  propagation: { inject(context: unknown, carrier: Record<string, string>): void };
+}
+
+/**
+ * `@opentelemetry/api`, an optional peer: imported once, by a name that bundlers leave alone, and
+ * null where it is not installed (or cannot be imported, as in a browser without an import map).
+ */
+const OPENTELEMETRY_API = '@opentelemetry/api';
+let openTelemetry: Promise<OpenTelemetryApi | null> | undefined;
+function openTelemetryApi(): Promise<OpenTelemetryApi | null> {
+  openTelemetry ??= import(/* @vite-ignore */ /* webpackIgnore: true */ OPENTELEMETRY_API).then(
+    (api: OpenTelemetryApi) => api,
+    () => null,
+  );
+  return openTelemetry;
+}
+
+/** Sets the trace headers of the call, or of the active OpenTelemetry context; a header already set wins. */
+async function setTraceHeaders(headers: Headers, { traceparent, tracestate }: CallOptions): Promise<void> {
+  if (traceparent !== undefined) {
+    headers.set('traceparent', traceparent);
+    if (tracestate !== undefined) headers.set('tracestate', tracestate);
+    return;
+  }
+  if (headers.has('traceparent')) return;
+  const api = await openTelemetryApi();
+  if (api === null) return;
+  const carrier: Record<string, string> = {};
+  api.propagation.inject(api.context.active(), carrier);
+  for (const name of TRACE_HEADERS) if (carrier[name] !== undefined) headers.set(name, carrier[name]);
 }
 
 const IDEMPOTENT = new Set(['GET', 'HEAD', 'PUT', 'DELETE', 'OPTIONS']);
@@ -217,6 +262,7 @@ export function createClient(options: ClientOptions) {
     if (request.requestId !== undefined) headers.set('x-request-id', request.requestId);
     if (request.ifMatch !== undefined) headers.set('if-match', request.ifMatch);
     if (request.ifNoneMatch !== undefined) headers.set('if-none-match', request.ifNoneMatch);
+    await setTraceHeaders(headers, request);
     const body = request.body === undefined ? undefined : stringifyExactJson(request.body);
     if (body !== undefined) headers.set('content-type', request.contentType ?? 'application/json');
     const retried = IDEMPOTENT.has(request.method) || retry.unsafeMethods;

@@ -8,6 +8,7 @@ export const GROUPS = [
   'echo',
   'errors',
   'request-id',
+  'trace-context',
   'http',
   'versioning',
   'cors',

@@ -12,6 +12,15 @@ export type CompletionListener = (
   ms: number,
 ) => void;
 
+/** The trace a request belongs to, and the service's own span of it, for its log line. */
+export interface TraceIds {
+  traceId: string;
+  spanId: string;
+}
+
+/** A request's trace, or null when it has none. */
+export type TraceIdsOf = (request: FastifyRequest) => TraceIds | null;
+
 /**
  * The end of every request, on every path (routes, 404/405, and errors raised before routing),
  * called by Fastify once the response has finished: its one JSON log line, and the listeners that
@@ -29,6 +38,7 @@ export class RequestLog extends LogController {
   readonly #enabled: boolean;
   readonly #prefix = `{"level":${INFO},"time":`;
   readonly #bindings = `,"pid":${process.pid},"hostname":${JSON.stringify(hostname())},"request_id":"`;
+  #traceIdsOf: TraceIdsOf = () => null;
 
   /** `stream` and `level` are those of the app's pino logger. */
   constructor(stream: DestinationStream, level: LevelWithSilent) {
@@ -42,6 +52,11 @@ export class RequestLog extends LogController {
     this.#listeners.push(listener);
   }
 
+  /** Where each line's `trace_id` and `span_id` come from; without it, lines have none. */
+  traceIdsOf(find: TraceIdsOf): void {
+    this.#traceIdsOf = find;
+  }
+
   // The completed line says all there is to say; a second line per request would double the volume.
   override incomingRequest(): void {}
 
@@ -51,12 +66,16 @@ export class RequestLog extends LogController {
     for (const listener of this.#listeners) listener(request, reply, route, ms);
     const durationMs = Math.round(ms * 1000) / 1000;
     const failure = request.failure ?? error;
+    const trace = failure != null || this.#enabled ? this.#traceIdsOf(request) : null;
     if (failure != null) {
-      const line = { method: request.method, url: request.originalUrl, route, status: reply.statusCode };
+      const ids = trace === null ? {} : { trace_id: trace.traceId, span_id: trace.spanId };
+      const line = { ...ids, method: request.method, url: request.originalUrl, route, status: reply.statusCode };
       request.log.error({ ...line, duration_ms: durationMs, err: failure }, 'request failed');
     } else if (this.#enabled) {
+      // The ids are lower-case hex, written as they are.
+      const ids = trace === null ? '' : `,"trace_id":"${trace.traceId}","span_id":"${trace.spanId}"`;
       this.#stream.write(
-        `${this.#prefix}${Date.now()}${this.#bindings}${request.id}","method":${JSON.stringify(request.method)}` +
+        `${this.#prefix}${Date.now()}${this.#bindings}${request.id}"${ids},"method":${JSON.stringify(request.method)}` +
           // As sent: /api/v1/hello, not the /api/hello it was routed as.
           `,"url":${JSON.stringify(request.originalUrl)},"route":${route === null ? 'null' : `"${route}"`}` +
           `,"status":${reply.statusCode},"duration_ms":${durationMs},"msg":"request completed"}\n`,

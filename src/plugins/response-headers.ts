@@ -66,8 +66,19 @@ const PAGE_SECURITY: HeaderSet = (() => {
 
 /** The methods the routes take: what a preflight may ask for, and what a CONNECT is told to use. */
 export const METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH'];
-/** The request headers the service reads, besides those browsers always allow. */
-const ALLOWED_HEADERS = ['Accept', 'Content-Type', 'If-Match', 'If-None-Match', 'X-Request-Id'];
+/**
+ * The request headers the service reads, besides those browsers always allow: a page whose
+ * requests are traced sends `traceparent` and `tracestate` too.
+ */
+const ALLOWED_HEADERS = [
+  'Accept',
+  'Content-Type',
+  'If-Match',
+  'If-None-Match',
+  'X-Request-Id',
+  'traceparent',
+  'tracestate',
+];
 /** The response headers a script may read, besides the always-safe ones. */
 const EXPOSED_HEADERS = [
   'X-Request-Id',

@@ -1,5 +1,8 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
+import { context, createTraceState, propagation, ROOT_CONTEXT, TraceFlags, trace } from '@opentelemetry/api';
+import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
+import { CompositePropagator, W3CBaggagePropagator, W3CTraceContextPropagator } from '@opentelemetry/core';
 import type { FastifyInstance } from 'fastify';
 import { buildApp } from '../../src/app.js';
 import {
@@ -11,7 +14,7 @@ import {
   PreconditionFailedError,
 } from '../../src/client/index.js';
 import type { Config } from '../../src/config.js';
-import { testConfig } from '../helpers.js';
+import { LogCapture, testConfig } from '../helpers.js';
 import { REDIS_SERVER_MISSING, REDIS_SKIP_REASON, RedisServer } from '../redis-server.js';
 
 /** A service listening on a free loopback port, and a client of it. */
@@ -348,5 +351,69 @@ describe('the client and the OpenAPI document', () => {
       return [text, number];
     };
     assert.equal(typeof typed, 'function', 'checked by the type checker (npm run typecheck), not run');
+  });
+});
+
+describe('the client and W3C Trace Context', () => {
+  const TRACEPARENT = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
+  let app: FastifyInstance;
+  let origin: string;
+  const logs = new LogCapture();
+  /** The headers of every request the client sent, in order. */
+  const sent: Headers[] = [];
+  const recording: typeof fetch = (input, init) => {
+    sent.push(new Headers(init?.headers));
+    return fetch(input, init);
+  };
+  before(async () => {
+    app = await buildApp(testConfig({ logLevel: 'info' }), { logStream: logs });
+    origin = await app.listen({ host: '127.0.0.1', port: 0 });
+  });
+  after(async () => {
+    context.disable();
+    propagation.disable();
+    await app.close();
+  });
+
+  it("sends the call's traceparent and tracestate, which the service continues", async () => {
+    const client = createClient({ baseUrl: origin, fetch: recording });
+    await client.hello({ traceparent: TRACEPARENT, tracestate: 'rojo=1', requestId: 'client-traced' });
+    const headers = sent.at(-1);
+    assert.equal(headers?.get('traceparent'), TRACEPARENT);
+    assert.equal(headers?.get('tracestate'), 'rojo=1');
+    const line = logs.lines.find((entry) => entry.request_id === 'client-traced');
+    assert.equal(line?.trace_id, '4bf92f3577b34da6a3ce929d0e0e4736');
+  });
+
+  it('sends none without one, while no OpenTelemetry propagator is registered', async () => {
+    await createClient({ baseUrl: origin, fetch: recording }).hello();
+    assert.equal(sent.at(-1)?.get('traceparent'), null);
+  });
+
+  it("sends the active OpenTelemetry context's trace headers, and no other header of its propagators", async () => {
+    context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
+    propagation.setGlobalPropagator(
+      new CompositePropagator({ propagators: [new W3CTraceContextPropagator(), new W3CBaggagePropagator()] }),
+    );
+    const client = createClient({ baseUrl: origin, fetch: recording });
+    const spanContext = {
+      traceId: 'aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa',
+      spanId: 'bbbbbbbbbbbbbbbb',
+      traceFlags: TraceFlags.SAMPLED,
+      traceState: createTraceState('congo=t61rcWkgMzE'),
+    };
+    const active = propagation.setBaggage(
+      trace.setSpanContext(ROOT_CONTEXT, spanContext),
+      propagation.createBaggage({ user: { value: 'ada' } }),
+    );
+    await context.with(active, () => client.hello());
+    const headers = sent.at(-1);
+    assert.equal(headers?.get('traceparent'), '00-aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa-bbbbbbbbbbbbbbbb-01');
+    assert.equal(headers?.get('tracestate'), 'congo=t61rcWkgMzE');
+    assert.equal(headers?.get('baggage'), null);
+    // The call's own traceparent wins over the context's.
+    await context.with(active, () => client.hello({ traceparent: TRACEPARENT }));
+    assert.equal(sent.at(-1)?.get('traceparent'), TRACEPARENT);
+    assert.equal(sent.at(-1)?.get('tracestate'), null);
   });
 });

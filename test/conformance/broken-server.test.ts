@@ -5,7 +5,7 @@ import { runConformance } from '../../src/conformance/index.js';
 import { type Fault, startBrokenServer } from './broken-server.js';
 
 /** The groups the stand-in serves. */
-const GROUPS = ['hello', 'search', 'echo', 'errors', 'request-id', 'exchange'];
+const GROUPS = ['hello', 'search', 'echo', 'errors', 'request-id', 'trace-context', 'exchange'];
 
 /** The checks each fault must fail, and no other. */
 const FAILS: Record<Fault, string[]> = {
@@ -18,6 +18,7 @@ const FAILS: Record<Fault, string[]> = {
   ],
   'html-404': ['errors.not-found', 'errors.not-found-outside-api'],
   'lossy-echo': ['echo.big-integer', 'echo.long-decimal', 'echo.key-order'],
+  'strict-traceparent': ['trace-context.never-breaks'],
 };
 
 async function failing(faults: Fault[]): Promise<string[]> {

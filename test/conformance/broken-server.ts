@@ -17,7 +17,9 @@ export type Fault =
   /** An HTML page for an unknown route. */
   | 'html-404'
   /** The echo goes through JSON.parse and JSON.stringify. */
-  | 'lossy-echo';
+  | 'lossy-echo'
+  /** A request with a traceparent of a version it does not know fails. */
+  | 'strict-traceparent';
 
 const TABLE = [
   { code: 'BHD', name: 'Bahraini Dinar', minor_units: 3, rate: '0.376' },
@@ -190,6 +192,10 @@ const ROUTES: Record<string, string[]> = {
 
 async function answer(req: IncomingMessage, faults: ReadonlySet<Fault>): Promise<string> {
   if (req.headers.host === undefined) throw invalid({ field: 'Host', message: 'is required', value: null });
+  const traceparent = req.headers.traceparent;
+  if (faults.has('strict-traceparent') && typeof traceparent === 'string' && !traceparent.startsWith('00-')) {
+    throw new Failure(500, 'INTERNAL_ERROR');
+  }
   const [rawPath = '', search = ''] = (req.url ?? '/').split('?');
   const path = decode(rawPath, 'path').replace(/(.)\/$/, '$1');
   const method = req.method === 'HEAD' ? 'GET' : (req.method ?? 'GET');

@@ -75,7 +75,7 @@ for (const [transport, connectClient] of transports) {
         assert.equal(res.headers['access-control-allow-methods'], 'GET, HEAD, POST, PUT, PATCH');
         assert.equal(
           res.headers['access-control-allow-headers'],
-          'Accept, Content-Type, If-Match, If-None-Match, X-Request-Id',
+          'Accept, Content-Type, If-Match, If-None-Match, X-Request-Id, traceparent, tracestate',
         );
         assert.equal(res.headers['access-control-expose-headers'], EXPOSED);
         assert.equal(res.headers['access-control-max-age'], '600');

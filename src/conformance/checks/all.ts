@@ -9,6 +9,7 @@ import { rateLimitChecks, timeoutChecks } from './limits.js';
 import { healthChecks, openapiChecks } from './operations.js';
 import { profileChecks } from './profile.js';
 import { searchChecks } from './search.js';
+import { traceContextChecks } from './trace-context.js';
 import { versioningChecks } from './versioning.js';
 
 /** Every check, in the order they run: the profile writes before the rate limit is spent, which comes last. */
@@ -18,6 +19,7 @@ export const ALL_CHECKS: readonly Check[] = [
   ...echoChecks,
   ...errorChecks,
   ...requestIdChecks,
+  ...traceContextChecks,
   ...httpChecks,
   ...versioningChecks,
   ...corsChecks,
