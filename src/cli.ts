@@ -22,11 +22,11 @@ export interface SettingRow {
  * the same rows) never lists a setting the service does not read, nor misses one.
  */
 export function settingRows(): SettingRow[] {
-  const rows: SettingRow[] = Object.values(SETTINGS).map(({ env, flag, secret, help, default: value }) => ({
-    env,
-    ...(flag !== undefined && { flag }),
-    help,
-    ...(!secret && { shownDefault: shownDefault(value) }),
+  const rows: SettingRow[] = Object.values(SETTINGS).map((setting) => ({
+    env: setting.env,
+    ...(setting.flag !== undefined && { flag: setting.flag }),
+    help: setting.help,
+    ...(!setting.secret && { shownDefault: setting.defaultText ?? shownDefault(setting.default) }),
   }));
   // TZ is read by Node itself, not by the configuration, but sets the zone of the local timestamps.
   rows.push({

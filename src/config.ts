@@ -1,4 +1,5 @@
-import { randomBytes } from 'node:crypto';
+import { createPrivateKey, randomBytes, X509Certificate } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import { isIP } from 'node:net';
 import { type ParseArgsConfig, parseArgs } from 'node:util';
 
@@ -136,6 +137,100 @@ function redisUrl(raw: string): string {
   return raw;
 }
 
+/** A Redis node or sentinel: a host name or address, and a port. */
+export interface RedisAddress {
+  host: string;
+  port: number;
+}
+
+/** `host:port,host:port`, an IPv6 address in brackets (`[fd00::1]:6379`). */
+function addressList(example: string): Parse<readonly RedisAddress[]> {
+  return (raw) =>
+    raw.split(',').map((entry) => {
+      const match = /^(?:\[([0-9A-Fa-f:.]+)\]|([A-Za-z0-9][A-Za-z0-9.-]*)):(\d{1,5})$/.exec(entry.trim());
+      const port = Number(match?.[3]);
+      if (match === null || (match[1] !== undefined && isIP(match[1]) !== 6) || port < 1 || port > 65535) {
+        throw new Error(`must be a comma-separated list of host:port such as ${example}`);
+      }
+      return { host: match[1] ?? match[2] ?? '', port };
+    });
+}
+
+/** A Redis user or primary name as Redis takes it: printable, no spaces. */
+function redisName(raw: string): string {
+  if (!/^[\x21-\x7e]{1,128}$/.test(raw)) throw new Error('must be 1 to 128 printable ASCII characters, no spaces');
+  return raw;
+}
+
+/** A file's text, or an Error saying in one line why it cannot be read. */
+function readText(path: string): string {
+  try {
+    return readFileSync(path, 'utf8');
+  } catch (error) {
+    const { code } = error as NodeJS.ErrnoException;
+    throw new Error(`cannot be read (${code ?? (error as Error).message})`);
+  }
+}
+
+/**
+ * The password in a file, as container secrets give it: its content with one trailing newline
+ * stripped. Read at start, and again each time the service reconnects, so a rotated one is used.
+ */
+export function readPasswordFile(path: string): string {
+  const password = readText(path).replace(/\r?\n$/, '');
+  if (password === '') throw new Error('is empty');
+  return password;
+}
+
+const PEM_CERTIFICATE = /-----BEGIN CERTIFICATE-----[^-]+-----END CERTIFICATE-----/g;
+
+/** The certificates of a PEM file, the first one first: none is an Error. */
+function pemCertificates(path: string): X509Certificate[] {
+  const blocks = readText(path).match(PEM_CERTIFICATE) ?? [];
+  try {
+    if (blocks.length === 0) throw new Error('no certificate');
+    return blocks.map((block) => new X509Certificate(block));
+  } catch {
+    throw new Error('is not a PEM file of certificates (-----BEGIN CERTIFICATE-----)');
+  }
+}
+
+function certificateFile(path: string): string {
+  pemCertificates(path);
+  return path;
+}
+
+function privateKeyFile(path: string): string {
+  privateKey(path);
+  return path;
+}
+
+function privateKey(path: string) {
+  const text = readText(path);
+  try {
+    return createPrivateKey(text);
+  } catch {
+    throw new Error(
+      /ENCRYPTED/.test(text)
+        ? 'is an encrypted key: the service takes it unencrypted'
+        : 'is not a PEM private key (-----BEGIN PRIVATE KEY-----)',
+    );
+  }
+}
+
+/** A name to check in the server's certificate and send as SNI: a DNS name, never an address. */
+function serverName(raw: string): string {
+  if (
+    isIP(raw) !== 0 ||
+    !/^[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*$/.test(raw)
+  ) {
+    throw new Error(
+      "must be a DNS name such as redis.internal, as in the server's certificate (an address is checked as it is reached)",
+    );
+  }
+  return raw;
+}
+
 /**
  * One setting: where it comes from (its environment variable, and its command-line flag if it has
  * one), what `--help` says of it, its default and how its text is read (throwing an Error whose
@@ -148,6 +243,8 @@ interface Setting<T> {
   secret?: true;
   help: string;
   default: T;
+  /** The default in words, where its value would not say it (unset, or one that depends on another setting). */
+  defaultText?: string;
   parse: (raw: string) => T;
 }
 
@@ -292,9 +389,115 @@ export const SETTINGS = {
     env: 'REDIS_URL',
     // A secret: the URL may carry a password.
     secret: true,
-    help: 'redis://[user:password@]host[:port][/database], or rediss:// for TLS, the user and password percent-encoded: the profile and rate-limit counters live there, shared by every instance; unset: in memory',
+    help: 'redis://[user:password@]host[:port][/database], or rediss:// for TLS, the user and password percent-encoded: the profile and rate-limit counters live there, shared by every instance; unset (and no REDIS_SENTINELS or REDIS_CLUSTER_NODES): in memory',
     default: null,
     parse: redisUrl,
+  }),
+  redisSentinels: setting<readonly RedisAddress[] | null>({
+    env: 'REDIS_SENTINELS',
+    help: 'instead of REDIS_URL: the Redis Sentinels to ask for the primary, a comma-separated list of host:port such as 10.0.0.1:26379,10.0.0.2:26379, with REDIS_SENTINEL_NAME',
+    default: null,
+    defaultText: 'unset',
+    parse: addressList('10.0.0.1:26379,10.0.0.2:26379'),
+  }),
+  redisSentinelName: setting<string | null>({
+    env: 'REDIS_SENTINEL_NAME',
+    help: 'the name under which the sentinels of REDIS_SENTINELS monitor the primary (mymaster in their examples)',
+    default: null,
+    defaultText: 'unset',
+    parse: redisName,
+  }),
+  redisClusterNodes: setting<readonly RedisAddress[] | null>({
+    env: 'REDIS_CLUSTER_NODES',
+    help: 'instead of REDIS_URL: some nodes of a Redis Cluster to learn the others from, a comma-separated list of host:port such as 10.0.0.1:6379,10.0.0.2:6379',
+    default: null,
+    defaultText: 'unset',
+    parse: addressList('10.0.0.1:6379,10.0.0.2:6379'),
+  }),
+  redisUsername: setting<string | null>({
+    env: 'REDIS_USERNAME',
+    help: "the Redis ACL user, with REDIS_PASSWORD_FILE; unset: the URL's, or the default user",
+    default: null,
+    defaultText: 'unset',
+    parse: redisName,
+  }),
+  redisPasswordFile: setting<string | null>({
+    env: 'REDIS_PASSWORD_FILE',
+    help: 'a file holding the Redis password (one trailing newline ignored), read at start and again at each reconnection, so a rotated password is picked up; instead of a password in REDIS_URL',
+    default: null,
+    defaultText: 'unset',
+    parse: (raw) => {
+      readPasswordFile(raw);
+      return raw;
+    },
+  }),
+  /** Null: as the URL says (on with rediss://), else off. */
+  redisTls: setting<boolean | null>({
+    env: 'REDIS_TLS',
+    help: 'true, false, 1 or 0, in any case: TLS to Redis (and to the sentinels); rediss:// turns it on too',
+    default: null,
+    defaultText: 'true with rediss://, else false',
+    parse: boolean,
+  }),
+  redisTlsCaFile: setting<string | null>({
+    env: 'REDIS_TLS_CA_FILE',
+    help: "a PEM file of the CA certificates to trust for Redis instead of the system's (a private CA)",
+    default: null,
+    defaultText: "unset: the system's",
+    parse: certificateFile,
+  }),
+  redisTlsCertFile: setting<string | null>({
+    env: 'REDIS_TLS_CERT_FILE',
+    help: 'a PEM file of the client certificate the service shows Redis (mutual TLS), with REDIS_TLS_KEY_FILE',
+    default: null,
+    defaultText: 'unset',
+    parse: certificateFile,
+  }),
+  redisTlsKeyFile: setting<string | null>({
+    env: 'REDIS_TLS_KEY_FILE',
+    help: 'a PEM file of the unencrypted private key of REDIS_TLS_CERT_FILE',
+    default: null,
+    defaultText: 'unset',
+    parse: privateKeyFile,
+  }),
+  redisTlsServername: setting<string | null>({
+    env: 'REDIS_TLS_SERVERNAME',
+    help: "the DNS name to check in Redis's certificate and send as SNI, when Redis is reached by address or through a proxy",
+    default: null,
+    defaultText: 'the host reached',
+    parse: serverName,
+  }),
+  redisSentinelUsername: setting<string | null>({
+    env: 'REDIS_SENTINEL_USERNAME',
+    help: "the sentinels' ACL user, with REDIS_SENTINEL_PASSWORD_FILE",
+    default: null,
+    defaultText: 'unset',
+    parse: redisName,
+  }),
+  redisSentinelPasswordFile: setting<string | null>({
+    env: 'REDIS_SENTINEL_PASSWORD_FILE',
+    help: "a file holding the sentinels' password, read like REDIS_PASSWORD_FILE",
+    default: null,
+    defaultText: 'unset',
+    parse: (raw) => {
+      readPasswordFile(raw);
+      return raw;
+    },
+  }),
+  redisKeyPrefix: setting({
+    env: 'REDIS_KEY_PREFIX',
+    help: 'what every key of the service starts with, 1 to 64 printable ASCII characters, no spaces (and no { or } with REDIS_CLUSTER_NODES)',
+    default: 'greeting-service:',
+    parse: (raw) => {
+      if (!/^[\x21-\x7e]{1,64}$/.test(raw)) throw new Error('must be 1 to 64 printable ASCII characters, no spaces');
+      return raw;
+    },
+  }),
+  redisMinReplicasAck: setting({
+    env: 'REDIS_MIN_REPLICAS_ACK',
+    help: 'how many replicas must have a profile write before it is answered, 0 to 16 (WAIT, within REDIS_TIMEOUT_MS; fewer: 503)',
+    default: 0,
+    parse: integer(0, 16),
   }),
   /** Connecting to Redis included. */
   redisTimeoutMs: setting({
@@ -363,11 +566,13 @@ export function loadConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Con
   const { flags } = parseCommandLine(argv);
 
   const config: Record<string, unknown> = { ...DEFAULT_CONFIG };
+  const given = new Set<keyof Config>();
   for (const key of Object.keys(SETTINGS) as (keyof Config)[]) {
     const { env: name, flag, secret, parse } = SETTINGS[key];
     const fromFlag = flag === undefined ? undefined : flags[flag];
     const raw = fromFlag ?? (env[name] === '' ? undefined : env[name]);
     if (raw === undefined) continue;
+    given.add(key);
     try {
       config[key] = parse(raw);
     } catch (error) {
@@ -382,7 +587,108 @@ export function loadConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Con
       `invalid HEADERS_TIMEOUT_MS ${headersTimeoutMs}: must not be more than REQUEST_TIMEOUT_MS (${requestTimeoutMs})`,
     );
   }
+  checkRedisSettings(config as unknown as Config, given);
   return config as unknown as Config;
+}
+
+/** Settings that only mean something with Redis, and those only with Sentinel. */
+const REDIS_ONLY = [
+  'redisUsername',
+  'redisPasswordFile',
+  'redisTls',
+  'redisTlsCaFile',
+  'redisTlsCertFile',
+  'redisTlsKeyFile',
+  'redisTlsServername',
+  'redisKeyPrefix',
+  'redisMinReplicasAck',
+] as const;
+const SENTINEL_ONLY = ['redisSentinelUsername', 'redisSentinelPasswordFile'] as const;
+const TLS_ONLY = ['redisTlsCaFile', 'redisTlsCertFile', 'redisTlsKeyFile', 'redisTlsServername'] as const;
+
+/** Whether Redis is reached over TLS: REDIS_TLS if given, else as the URL's scheme says. */
+export function redisTlsOn(config: Pick<Config, 'redisTls' | 'redisUrl'>): boolean {
+  return config.redisTls ?? config.redisUrl?.startsWith('rediss://') ?? false;
+}
+
+/**
+ * The rules between the Redis settings, each broken one a ConfigError naming it: one topology,
+ * settings that take effect (no TLS file with TLS off, no sentinel credentials without
+ * sentinels), pairs given together, credentials in one place, and a key that fits its certificate.
+ */
+function checkRedisSettings(config: Config, given: ReadonlySet<keyof Config>): void {
+  const invalid = (key: keyof Config, message: string, shown?: string) =>
+    new ConfigError(
+      `invalid ${SETTINGS[key].env}${shown === undefined ? '' : ` ${JSON.stringify(shown)}`}: ${message}`,
+    );
+  const topologies = (['redisUrl', 'redisSentinels', 'redisClusterNodes'] as const).filter((key) => given.has(key));
+  if (topologies.length > 1) {
+    const [first, second] = topologies.map((key) => SETTINGS[key].env);
+    throw new ConfigError(
+      `${first} and ${second} are both set: Redis is one of REDIS_URL, REDIS_SENTINELS (with REDIS_SENTINEL_NAME) or REDIS_CLUSTER_NODES`,
+    );
+  }
+  if (given.has('redisSentinels') !== given.has('redisSentinelName')) {
+    throw given.has('redisSentinels')
+      ? invalid('redisSentinels', 'needs REDIS_SENTINEL_NAME, the name under which the sentinels monitor the primary')
+      : invalid('redisSentinelName', 'needs REDIS_SENTINELS, the sentinels that monitor it');
+  }
+  const redis = topologies.length === 1;
+  for (const key of REDIS_ONLY) {
+    if (!redis && given.has(key)) {
+      throw invalid(key, 'no Redis is set to apply it to (REDIS_URL, REDIS_SENTINELS or REDIS_CLUSTER_NODES)');
+    }
+  }
+  for (const key of SENTINEL_ONLY) {
+    if (!given.has('redisSentinels') && given.has(key)) {
+      throw invalid(key, 'applies to the sentinels, and REDIS_SENTINELS is not set');
+    }
+  }
+  const url = config.redisUrl === null ? null : new URL(config.redisUrl);
+  if (url !== null && url.password !== '' && config.redisPasswordFile !== null) {
+    throw invalid('redisPasswordFile', 'REDIS_URL has a password too: give it in one place');
+  }
+  if (url !== null && url.username !== '' && config.redisUsername !== null) {
+    throw invalid('redisUsername', 'REDIS_URL has a user name too: give it in one place');
+  }
+  if (config.redisUsername !== null && config.redisPasswordFile === null) {
+    throw invalid('redisUsername', 'needs REDIS_PASSWORD_FILE, the password of the user');
+  }
+  if (config.redisSentinelUsername !== null && config.redisSentinelPasswordFile === null) {
+    throw invalid('redisSentinelUsername', 'needs REDIS_SENTINEL_PASSWORD_FILE, the password of the user');
+  }
+  if (url !== null && config.redisTls !== null && config.redisTls !== (url.protocol === 'rediss:')) {
+    throw invalid(
+      'redisTls',
+      config.redisTls ? 'REDIS_URL is redis://, without TLS: write rediss://' : 'REDIS_URL is rediss://, with TLS',
+      String(config.redisTls),
+    );
+  }
+  if (!redisTlsOn(config)) {
+    for (const key of TLS_ONLY) {
+      if (given.has(key)) throw invalid(key, 'TLS is off: turn it on with rediss:// or REDIS_TLS=true');
+    }
+  }
+  const { redisTlsCertFile: certFile, redisTlsKeyFile: keyFile } = config;
+  if ((certFile === null) !== (keyFile === null)) {
+    throw certFile === null
+      ? invalid('redisTlsKeyFile', 'needs REDIS_TLS_CERT_FILE, the certificate it is the key of')
+      : invalid('redisTlsCertFile', 'needs REDIS_TLS_KEY_FILE, the key of the certificate');
+  }
+  if (certFile !== null && keyFile !== null && !pemCertificates(certFile)[0]?.checkPrivateKey(privateKey(keyFile))) {
+    throw invalid(
+      'redisTlsKeyFile',
+      `is not the key of the certificate in REDIS_TLS_CERT_FILE ${JSON.stringify(certFile)}`,
+      keyFile,
+    );
+  }
+  if (config.redisClusterNodes !== null && /[{}]/.test(config.redisKeyPrefix)) {
+    throw invalid(
+      'redisKeyPrefix',
+      'must have no { or } with REDIS_CLUSTER_NODES: the service puts hash tags of its own in its keys',
+      config.redisKeyPrefix,
+    );
+  }
 }
 
 /** The offset from UTC, in minutes, of the wall clock in `timeZone` at `instant`. */

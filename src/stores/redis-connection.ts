@@ -1,47 +1,60 @@
 import type { FastifyBaseLogger } from 'fastify';
 import { Redis, ReplyError } from 'ioredis';
 import { type StoreHealth, StoreUnavailableError } from './availability.js';
+import { createRedisClient, type RedisClient, type RedisSettings } from './redis-client.js';
+import { CONNECTION_CLOSED, type Reason, reasonOf } from './redis-reasons.js';
 
 /** The longest pause between two attempts to reconnect: how long recovery may lag behind Redis. */
 const MAX_RECONNECT_DELAY_MS = 1000;
-/**
- * The shortest time connecting may take. Requests do not wait for it (they fail at once while
- * disconnected), and a short one would make a busy start, its event loop blocked for a moment,
- * look like an outage.
- */
-const MIN_CONNECT_TIMEOUT_MS = 2000;
-/** The pause between two PINGs to a Redis that is connected but failing, until one succeeds. */
+/** The first pause between two checks of a Redis that is connected but failing, doubled up to the longest. */
 const PROBE_INTERVAL_MS = 100;
-/** Every key the service writes starts with this, so it can share a Redis with others. */
-const KEY_PREFIX = 'greeting-service:';
-const CONNECTION_CLOSED = 'Redis is unreachable: the connection closed.';
 
 export interface RedisConnectionOptions {
-  /** `redis://` or `rediss://` URL, password included if any. */
-  url: string;
-  /** Longest wait for any one command. */
-  timeoutMs: number;
+  settings: RedisSettings;
   log: FastifyBaseLogger;
 }
 
 /**
- * The one connection to Redis that the Redis stores share, and its health. It fails fast rather
- * than queue: a command Redis does not answer rejects after `timeoutMs`, and from then on, as
- * while disconnected, every command rejects at once, so that no request waits more than one
- * timeout, until Redis is back: reconnected by ioredis, in the background for ever, or, if the
- * connection stayed up, answering a PING again. So the service starts without Redis and recovers
- * without a restart. One warning is logged when an outage begins and one line when it ends,
- * whatever the number of requests in between.
+ * A store's check that Redis lets it do its work, as it does it, run on each new connection and
+ * by /readyz. `thorough`: every command the store uses, which may write what is already there
+ * or a key that expires at once; otherwise only reads.
+ */
+export type StoreCheck = (client: RedisClient, thorough: boolean) => Promise<unknown>;
+
+/** Redis answered, but in a state in which the service cannot work: not a primary. */
+class RedisStateError extends Error {
+  constructor(readonly reason: Reason) {
+    super(reason.text);
+  }
+}
+
+const NOT_CONNECTED: Reason = { kind: 'unreachable', text: 'Redis is not connected yet.' };
+
+const OUTAGE_WARNING = 'Redis is unavailable: rate limiting is off and profile requests answer 503 until it is back';
+
+/**
+ * The one connection to Redis that the Redis stores share, and its health, whichever Redis it
+ * is: one node, the primary Sentinel names, or a Cluster. It fails fast rather than queue: a
+ * command Redis does not answer rejects after the timeout, and from then on, as while
+ * disconnected, every command rejects at once, so that no request waits more than one timeout,
+ * until Redis can serve again: reconnected by ioredis, in the background for ever, and checked
+ * as the stores use it (a primary, their commands and keys allowed) before it is used. So the
+ * service starts without Redis and recovers without a restart. A warning is logged when an
+ * outage begins, or turns into another kind (unreachable, refused credentials, ...), and one
+ * line when it ends, whatever the number of requests in between.
  */
 export class RedisConnection implements StoreHealth {
-  readonly client: Redis;
+  readonly client: RedisClient;
   readonly #timeoutMs: number;
   readonly #log: FastifyBaseLogger;
-  readonly #password: string;
+  readonly #primaryName: string | null;
+  /** Every password the client was given: never repeated in a reason. */
+  readonly #secrets = new Set<string>();
+  readonly #checks: StoreCheck[] = [];
   /** Why Redis cannot serve now; null while it can. */
-  #unavailable: string | null = 'Redis is not connected yet.';
-  /** Whether the current outage has been logged: at most once each. */
-  #outageLogged = false;
+  #unavailable: Reason | null = NOT_CONNECTED;
+  /** The kind of outage the last warning was about, null when none is going on. */
+  #loggedKind: Reason['kind'] | null = null;
   /**
    * Whether Redis refused, on the connection of the moment, to select the database of the URL:
    * that connection is then on database 0, and nothing may run on it.
@@ -49,64 +62,69 @@ export class RedisConnection implements StoreHealth {
   #databaseRefused = false;
   #closing = false;
   #probing = false;
+  #probeDelayMs = PROBE_INTERVAL_MS;
   #probeTimer: NodeJS.Timeout | undefined;
 
-  constructor({ url, timeoutMs, log }: RedisConnectionOptions) {
-    this.#timeoutMs = timeoutMs;
+  constructor({ settings, log }: RedisConnectionOptions) {
+    this.#timeoutMs = settings.redisTimeoutMs;
     this.#log = log;
-    this.#password = decodeURIComponent(new URL(url).password);
-    this.client = new Redis(url, {
-      keyPrefix: KEY_PREFIX,
-      connectTimeout: Math.max(timeoutMs, MIN_CONNECT_TIMEOUT_MS),
-      commandTimeout: timeoutMs,
-      // No queueing while disconnected and no retrying of a command: a request fails at once.
-      enableOfflineQueue: false,
-      maxRetriesPerRequest: 0,
-      autoResendUnfulfilledCommands: false,
+    this.#primaryName = settings.redisSentinelName;
+    this.client = createRedisClient(settings, {
       // Asking for a database Redis refuses again and again would be one connection after another.
-      retryStrategy: (attempt) =>
+      retryDelay: (attempt) =>
         this.#databaseRefused ? MAX_RECONNECT_DELAY_MS : Math.min(attempt * 100, MAX_RECONNECT_DELAY_MS),
+      onPassword: (password) => this.#secrets.add(password),
     });
-    // ioredis connects in the background from here on, and reconnects per the retry strategy.
-    // Each connection selects the database of the URL before it is ready.
+    // Each connection selects the database of the URL before it is ready, and is checked before
+    // it is used.
     this.client.on('connect', () => {
       this.#databaseRefused = false;
     });
-    this.client.on('ready', () => this.#available());
-    this.client.on('error', (error: Error) => {
+    this.client.on('ready', () => this.#probe());
+    this.client.on('error', (error: Error & { lastNodeError?: Error }) => {
       if (isRefusedSelect(error)) this.#refuseDatabase(error);
       // The rest of a connection dropped for its database fails too, for no other reason.
-      else if (!this.#databaseRefused) this.#lost(`Redis is unreachable: ${error.message}`);
+      // A Cluster that reached none of its nodes says why in the last node's error.
+      else if (!this.#databaseRefused) this.#lost(this.#reasonOf(error.lastNodeError ?? error));
     });
     // After an error, the close that follows adds nothing to the error's reason.
     this.client.on('close', () => this.#unavailable === null && this.#lost(CONNECTION_CLOSED));
+  }
+
+  /** Adds a store's check to those run before Redis is used and by /readyz. */
+  addCheck(check: StoreCheck): void {
+    this.#checks.push(check);
   }
 
   /**
    * Runs one command, at once failing while Redis is unavailable. Any failure, an outage, a
    * timeout or an error answered by Redis, becomes a StoreUnavailableError.
    */
-  async run<T>(command: (client: Redis) => Promise<T>): Promise<T> {
+  async run<T>(command: (client: RedisClient) => Promise<T>): Promise<T> {
     if (this.#unavailable !== null) {
       this.#probe();
-      throw new StoreUnavailableError(this.#unavailable);
+      throw new StoreUnavailableError(this.#unavailable.text);
     }
     try {
       return await command(this.client);
     } catch (error) {
       // The connection's own reason, e.g. ECONNREFUSED, says more than "Stream isn't writeable".
-      if (this.#unavailable === null) this.#lost(this.#describe(error as Error));
-      throw new StoreUnavailableError(this.#unavailable ?? 'Redis failed.', { cause: error });
+      if (this.#unavailable === null) this.#lost(this.#commandReason(error as Error));
+      throw new StoreUnavailableError(this.#reason(), { cause: error });
     }
   }
 
-  /** Known to be unavailable: the reason at once. Otherwise a PING, so a Redis that stopped answering is seen too. */
+  /**
+   * Known to be unavailable: the reason at once. Otherwise the stores' reads as they run them,
+   * on a node that must be the primary, so that a Redis that stopped answering, or lets the
+   * service read none of its keys, or is a replica, is seen too.
+   */
   async unavailableReason(): Promise<string | null> {
     try {
-      await this.run((client) => client.ping());
+      await this.run(() => this.#verify(false));
       return null;
     } catch {
-      return this.#unavailable;
+      return this.#reason();
     }
   }
 
@@ -123,11 +141,41 @@ export class RedisConnection implements StoreHealth {
     }
   }
 
-  #describe(error: Error): string {
-    // ioredis gives its timeout no class of its own, only this message.
-    if (error.message === 'Command timed out') return `Redis did not answer within ${this.#timeoutMs} ms.`;
-    if (error instanceof ReplyError) return `Redis failed: ${error.message}`;
-    // Anything else means no connection, possibly before its close event has been emitted.
+  /**
+   * Whether the service can work with Redis: the node is a primary (a Cluster's client sends
+   * each command to the primary of its key's slot itself), and each store's check passes.
+   */
+  async #verify(thorough: boolean): Promise<void> {
+    const { client } = this;
+    if (client instanceof Redis) {
+      const role = /^role:(\w+)/m.exec(await client.info('replication'))?.[1];
+      if (role !== 'master') {
+        // A primary demoted under the service: the sentinels know the new one.
+        if (this.#primaryName !== null) client.disconnect(true);
+        throw new RedisStateError({
+          kind: 'read-only',
+          text: `Redis is read-only: the node connected to is a replica (role:${role}), not the primary.`,
+        });
+      }
+    }
+    for (const check of this.#checks) await check(client, thorough);
+  }
+
+  /** Why Redis cannot serve, as the last failure said. */
+  #reason(): string {
+    return this.#unavailable?.text ?? 'Redis failed.';
+  }
+
+  #reasonOf(error: Error): Reason {
+    return error instanceof RedisStateError ? error.reason : reasonOf(error, this.#timeoutMs, this.#primaryName);
+  }
+
+  /** A command's failure: Redis's answer or the timeout; anything else is a connection lost. */
+  #commandReason(error: Error): Reason {
+    const answered =
+      error instanceof RedisStateError || error instanceof ReplyError || error.message === 'Command timed out';
+    if (answered) return this.#reasonOf(error);
+    if (error.message.includes('CLUSTERDOWN')) return reasonOf(new ReplyError('CLUSTERDOWN'), this.#timeoutMs);
     return CONNECTION_CLOSED;
   }
 
@@ -138,51 +186,54 @@ export class RedisConnection implements StoreHealth {
    */
   #refuseDatabase(error: RefusedSelect): void {
     this.#databaseRefused = true;
-    const reason = `Redis refused database ${error.command.args[0]}: ${error.message}`;
-    // Only a change of configuration ends this: worth a warning of its own, even in an outage
-    // already logged for another reason (Redis was down, and came back refusing).
-    if (this.#unavailable !== reason) this.#outageLogged = false;
-    this.#lost(reason);
+    this.#lost({ kind: 'database', text: `Redis refused database ${error.command.args[0]}: ${error.message}` });
     this.client.disconnect(true);
   }
 
-  #lost(reason: string): void {
+  /** Redis cannot serve, for `reason`: a warning if that is news (an outage begins, or turns into another kind). */
+  #lost(reason: Reason): void {
     if (this.#closing) return;
+    let text = reason.text;
     // Error messages name hosts and ports, not passwords; this makes sure of it.
-    this.#unavailable = this.#password === '' ? reason : reason.replaceAll(this.#password, '***');
+    for (const secret of this.#secrets) text = text.replaceAll(secret, '***');
+    this.#unavailable = { kind: reason.kind, text };
     this.#probe();
-    if (this.#outageLogged) return;
-    this.#outageLogged = true;
-    this.#log.warn(
-      { reason: this.#unavailable },
-      'Redis is unavailable: rate limiting is off and profile requests answer 503 until it is back',
-    );
+    if (this.#loggedKind === reason.kind) return;
+    this.#loggedKind = reason.kind;
+    this.#log.warn({ reason: text }, OUTAGE_WARNING);
   }
 
   /**
-   * While Redis is connected but failing (it stopped answering, or answers errors), PINGs it,
-   * one at a time, until it answers. While it is disconnected, reconnecting is ioredis's job.
+   * While Redis is connected but cannot serve (it stopped answering, answers errors, is a
+   * replica), checks it thoroughly, one check at a time and less often as it keeps failing,
+   * until one passes. While it is disconnected, reconnecting is ioredis's job.
    */
   #probe(): void {
     if (this.#probing || this.#closing || this.#unavailable === null || this.client.status !== 'ready') return;
+    clearTimeout(this.#probeTimer);
     this.#probing = true;
-    this.client.ping().then(
+    this.#verify(true).then(
       () => {
         this.#probing = false;
+        this.#probeDelayMs = PROBE_INTERVAL_MS;
         this.#available();
       },
-      () => {
+      (error: Error) => {
         this.#probing = false;
-        this.#probeTimer = setTimeout(() => this.#probe(), PROBE_INTERVAL_MS).unref();
+        const reason = this.#commandReason(error);
+        // A connection lost meanwhile is reported by its own events, with its cause.
+        if (reason !== CONNECTION_CLOSED) this.#lost(reason);
+        this.#probeTimer = setTimeout(() => this.#probe(), this.#probeDelayMs).unref();
+        this.#probeDelayMs = Math.min(this.#probeDelayMs * 2, MAX_RECONNECT_DELAY_MS);
       },
     );
   }
 
   #available(): void {
-    if (this.#databaseRefused) return;
+    if (this.#databaseRefused || this.#closing) return;
     this.#unavailable = null;
-    if (!this.#outageLogged) return;
-    this.#outageLogged = false;
+    if (this.#loggedKind === null) return;
+    this.#loggedKind = null;
     this.#log.info('Redis is available again');
   }
 }

@@ -47,6 +47,11 @@ export class RedisProfileStore implements ProfileStore {
     this.#connection = connection;
     connection.client.defineCommand('readProfile', { numberOfKeys: 1, lua: READ_PROFILE });
     connection.client.defineCommand('compareAndSetProfile', { numberOfKeys: 1, lua: COMPARE_AND_SET_PROFILE });
+    connection.addCheck(async (client, thorough) => {
+      const [version, profile] = await client.readProfile(KEY, JSON.stringify(EMPTY_PROFILE));
+      // Writes what is there, if nobody wrote in between: the profile and its version unchanged.
+      if (thorough) await client.compareAndSetProfile(KEY, version, version, profile);
+    });
   }
 
   async get(): Promise<ProfileSnapshot> {

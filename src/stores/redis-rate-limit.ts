@@ -22,6 +22,9 @@ end
 return {current, ttl}
 `;
 
+/** Clients are counted by address: this is none. */
+const CHECK_KEY = 'rate-limit:readiness-check';
+
 /**
  * Counters in Redis, shared by every instance using it, so a client is limited once however the
  * load balancer spreads its requests. Redis expires each window's key, which keeps memory bounded.
@@ -32,6 +35,8 @@ export class RedisRateLimitStore implements RateLimitStore {
   constructor(connection: RedisConnection) {
     this.#connection = connection;
     connection.client.defineCommand('countRequest', { numberOfKeys: 1, lua: COUNT_REQUEST });
+    // A count in a window of 1 ms, of a key no client has: it expires at once.
+    connection.addCheck((client, thorough) => (thorough ? client.countRequest(CHECK_KEY, 1) : Promise.resolve()));
   }
 
   async incr(key: string, windowMs: number): Promise<RateLimitCount> {

@@ -18,9 +18,12 @@ export interface Stores {
   close(): Promise<void>;
 }
 
-/** The one place that chooses: Redis when `REDIS_URL` is set, this process's memory otherwise. */
+/**
+ * The one place that chooses: Redis when `REDIS_URL`, `REDIS_SENTINELS` or `REDIS_CLUSTER_NODES`
+ * is set, this process's memory otherwise.
+ */
 export function createStores(config: Config, log: FastifyBaseLogger): Stores {
-  if (config.redisUrl === null) {
+  if (config.redisUrl === null && config.redisSentinels === null && config.redisClusterNodes === null) {
     return {
       profile: new MemoryProfileStore(),
       rateLimit: new MemoryRateLimitStore(),
@@ -28,7 +31,7 @@ export function createStores(config: Config, log: FastifyBaseLogger): Stores {
       close: async () => {},
     };
   }
-  const connection = new RedisConnection({ url: config.redisUrl, timeoutMs: config.redisTimeoutMs, log });
+  const connection = new RedisConnection({ settings: config, log });
   return {
     profile: new RedisProfileStore(connection),
     rateLimit: new RedisRateLimitStore(connection),

@@ -3,6 +3,7 @@ import { once } from 'node:events';
 import { after, before, beforeEach, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { pino } from 'pino';
+import { DEFAULT_CONFIG } from '../../src/config.js';
 import { EMPTY_PROFILE } from '../../src/domain/profile.js';
 import { StoreUnavailableError } from '../../src/stores/availability.js';
 import { RedisConnection } from '../../src/stores/redis-connection.js';
@@ -20,7 +21,10 @@ const MARGIN_MS = 300;
 
 /** A connection as an instance of the service holds one, logging into `logs`. */
 function connect(url: string, logs = new LogCapture()): RedisConnection {
-  return new RedisConnection({ url, timeoutMs: TIMEOUT_MS, log: pino({ level: 'info' }, logs) });
+  return new RedisConnection({
+    settings: { ...DEFAULT_CONFIG, redisUrl: url, redisTimeoutMs: TIMEOUT_MS },
+    log: pino({ level: 'info' }, logs),
+  });
 }
 
 /** Resolves once `connection` can serve, or fails after `ms`. */

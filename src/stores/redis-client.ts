@@ -1,0 +1,157 @@
+import { readFileSync } from 'node:fs';
+import type { ConnectionOptions } from 'node:tls';
+import { Cluster, type ClusterOptions, Redis, type RedisOptions } from 'ioredis';
+import { type Config, readPasswordFile, redisTlsOn } from '../config.js';
+
+/** The settings the Redis client is built from. */
+export type RedisSettings = Pick<
+  Config,
+  | 'redisUrl'
+  | 'redisSentinels'
+  | 'redisSentinelName'
+  | 'redisClusterNodes'
+  | 'redisUsername'
+  | 'redisPasswordFile'
+  | 'redisTls'
+  | 'redisTlsCaFile'
+  | 'redisTlsCertFile'
+  | 'redisTlsKeyFile'
+  | 'redisTlsServername'
+  | 'redisSentinelUsername'
+  | 'redisSentinelPasswordFile'
+  | 'redisKeyPrefix'
+  | 'redisTimeoutMs'
+>;
+
+/** One node, a primary that Sentinel names, or a Cluster: the stores use each the same way. */
+export type RedisClient = Redis | Cluster;
+
+/**
+ * The shortest time connecting may take. Requests do not wait for it (they fail at once while
+ * disconnected), and a short one would make a busy start, its event loop blocked for a moment,
+ * look like an outage.
+ */
+const MIN_CONNECT_TIMEOUT_MS = 2000;
+
+export interface RedisClientHooks {
+  /** The pause before the next attempt to connect, by attempt (from 1); the passwords are read again first. */
+  retryDelay(attempt: number): number;
+  /** Each password the client is given, at start and when a file gives a new one: never to be logged. */
+  onPassword(password: string): void;
+}
+
+/**
+ * A password file's content now; if it cannot be read at the moment (a secret being replaced),
+ * the one read last, so that the next attempt tries again.
+ */
+function passwordReader(path: string | null, onPassword: (password: string) => void): () => string | undefined {
+  if (path === null) return () => undefined;
+  let last = readPasswordFile(path);
+  onPassword(last);
+  return () => {
+    try {
+      const current = readPasswordFile(path);
+      if (current !== last) onPassword(current);
+      last = current;
+    } catch {
+      // Kept: the next reconnection reads the file again.
+    }
+    return last;
+  };
+}
+
+/** The TLS options of every connection (Redis, sentinels, cluster nodes), the files read once at start. */
+function tlsOptions(settings: RedisSettings): ConnectionOptions | undefined {
+  if (!redisTlsOn(settings)) return undefined;
+  const { redisTlsCaFile: ca, redisTlsCertFile: cert, redisTlsKeyFile: key, redisTlsServername: servername } = settings;
+  return {
+    ...(ca !== null && { ca: readFileSync(ca, 'utf8') }),
+    ...(cert !== null && key !== null && { cert: readFileSync(cert, 'utf8'), key: readFileSync(key, 'utf8') }),
+    ...(servername !== null && { servername }),
+  };
+}
+
+/**
+ * The ioredis client the settings describe, failing fast: no queue while disconnected, no retry
+ * of a command, and a command that gets no answer fails after REDIS_TIMEOUT_MS. It connects in
+ * the background from here on and reconnects for ever, after `hooks.retryDelay`; each
+ * reconnection uses the password files as they are then.
+ */
+export function createRedisClient(settings: RedisSettings, hooks: RedisClientHooks): RedisClient {
+  const url = settings.redisUrl === null ? null : new URL(settings.redisUrl);
+  const urlPassword = url === null ? '' : decodeURIComponent(url.password);
+  if (urlPassword !== '') hooks.onPassword(urlPassword);
+  const password =
+    urlPassword === '' ? passwordReader(settings.redisPasswordFile, hooks.onPassword) : () => urlPassword;
+  const username = (url !== null && decodeURIComponent(url.username)) || (settings.redisUsername ?? undefined);
+  const tls = tlsOptions(settings);
+  const perConnection = {
+    connectTimeout: Math.max(settings.redisTimeoutMs, MIN_CONNECT_TIMEOUT_MS),
+    commandTimeout: settings.redisTimeoutMs,
+    maxRetriesPerRequest: 0,
+    autoResendUnfulfilledCommands: false,
+    username,
+    password: password(),
+    ...(tls !== undefined && { tls }),
+  } satisfies RedisOptions;
+
+  if (settings.redisClusterNodes !== null) {
+    const redisOptions = { ...perConnection };
+    const cluster: Cluster = new Cluster(
+      settings.redisClusterNodes.map(({ host, port }) => ({ host, port })),
+      {
+        keyPrefix: settings.redisKeyPrefix,
+        enableOfflineQueue: false,
+        redisOptions,
+        clusterRetryStrategy: (attempt) => {
+          // The slot refresher connects with a copy of a node's options.
+          const current = password();
+          for (const node of cluster.nodes()) node.options.password = current;
+          return hooks.retryDelay(attempt);
+        },
+      } satisfies ClusterOptions,
+    );
+    // Nodes come and go with the slots: each is created before it connects, and takes the
+    // password as the file has it then.
+    cluster.on('+node', (node: Redis) => {
+      node.options.password = password();
+    });
+    return cluster;
+  }
+
+  const sentinelPassword = passwordReader(settings.redisSentinelPasswordFile, hooks.onPassword);
+  const options = {
+    ...perConnection,
+    keyPrefix: settings.redisKeyPrefix,
+    enableOfflineQueue: false,
+    retryStrategy: (attempt: number) => {
+      // ioredis reads these options again on each connection.
+      client.options.password = password();
+      client.options.sentinelPassword = sentinelPassword();
+      return hooks.retryDelay(attempt);
+    },
+  } satisfies RedisOptions;
+  const client: Redis =
+    settings.redisSentinels === null
+      ? new Redis({
+          ...options,
+          host: url?.hostname.replace(/^\[(.*)\]$/, '$1'),
+          port: url?.port ? Number(url.port) : 6379,
+          db: Number(url?.pathname.slice(1) || '0'),
+        })
+      : new Redis({
+          ...options,
+          sentinels: settings.redisSentinels.map(({ host, port }) => ({ host, port })),
+          name: settings.redisSentinelName ?? '',
+          role: 'master',
+          sentinelUsername: settings.redisSentinelUsername ?? undefined,
+          sentinelPassword: sentinelPassword(),
+          sentinelCommandTimeout: settings.redisTimeoutMs,
+          ...(tls !== undefined && { enableTLSForSentinelMode: true, sentinelTLS: tls }),
+          // Told by the sentinels of a new primary at once, rather than at the next failed command.
+          failoverDetector: true,
+          // A primary demoted to replica answers writes READONLY: ask the sentinels again.
+          reconnectOnError: (error) => error.message.startsWith('READONLY'),
+        });
+  return client;
+}
