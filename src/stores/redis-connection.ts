@@ -1,5 +1,5 @@
 import type { FastifyBaseLogger } from 'fastify';
-import { Redis, ReplyError } from 'ioredis';
+import { type ChainableCommander, Redis, ReplyError } from 'ioredis';
 import { type StoreHealth, StoreUnavailableError } from './availability.js';
 import { createRedisClient, type RedisClient, type RedisSettings } from './redis-client.js';
 import { CONNECTION_CLOSED, type Reason, reasonOf } from './redis-reasons.js';
@@ -11,6 +11,8 @@ const PROBE_INTERVAL_MS = 100;
 
 export interface RedisConnectionOptions {
   settings: RedisSettings;
+  /** How many replicas must have a write run by `runReplicated` before it is answered (REDIS_MIN_REPLICAS_ACK). */
+  minReplicasAck?: number;
   log: FastifyBaseLogger;
 }
 
@@ -31,6 +33,15 @@ class RedisStateError extends Error {
 const NOT_CONNECTED: Reason = { kind: 'unreachable', text: 'Redis is not connected yet.' };
 
 const OUTAGE_WARNING = 'Redis is unavailable: rate limiting is off and profile requests answer 503 until it is back';
+const REPLICAS_WARNING = 'Redis has too few replicas in step: profile writes answer 503 until it has them again';
+
+/**
+ * A write refused by a primary with too few replicas (its `min-replicas-to-write`): Redis itself
+ * is there and serves reads, so this fails the one request, not the connection.
+ */
+function isTooFewReplicas(error: unknown): boolean {
+  return error instanceof ReplyError && /(^|: )NOREPLICAS /.test((error as Error).message);
+}
 
 /**
  * The one connection to Redis that the Redis stores share, and its health, whichever Redis it
@@ -64,17 +75,30 @@ export class RedisConnection implements StoreHealth {
   #probing = false;
   #probeDelayMs = PROBE_INTERVAL_MS;
   #probeTimer: NodeJS.Timeout | undefined;
+  readonly #minReplicasAck: number;
+  /**
+   * With REDIS_MIN_REPLICAS_ACK, a client of its own for the writes that wait for replicas: WAIT
+   * holds up the connection it runs on, which must not be the one every read and count shares.
+   */
+  readonly #writer: RedisClient | null;
+  /** Whether writes are being refused for too few replicas: logged once when it starts and once when it ends. */
+  #replicasShort = false;
 
-  constructor({ settings, log }: RedisConnectionOptions) {
+  constructor({ settings, minReplicasAck = 0, log }: RedisConnectionOptions) {
     this.#timeoutMs = settings.redisTimeoutMs;
     this.#log = log;
     this.#primaryName = settings.redisSentinelName;
-    this.client = createRedisClient(settings, {
+    this.#minReplicasAck = minReplicasAck;
+    const hooks = {
       // Asking for a database Redis refuses again and again would be one connection after another.
-      retryDelay: (attempt) =>
+      retryDelay: (attempt: number) =>
         this.#databaseRefused ? MAX_RECONNECT_DELAY_MS : Math.min(attempt * 100, MAX_RECONNECT_DELAY_MS),
-      onPassword: (password) => this.#secrets.add(password),
-    });
+      onPassword: (password: string) => this.#secrets.add(password),
+    };
+    this.client = createRedisClient(settings, hooks);
+    this.#writer = minReplicasAck > 0 ? createRedisClient(settings, hooks) : null;
+    // Its failures are the requests' own; the shared client's events tell the state of Redis.
+    this.#writer?.on('error', () => {});
     // Each connection selects the database of the URL before it is ready, and is checked before
     // it is used.
     this.client.on('connect', () => {
@@ -89,6 +113,12 @@ export class RedisConnection implements StoreHealth {
     });
     // After an error, the close that follows adds nothing to the error's reason.
     this.client.on('close', () => this.#unavailable === null && this.#lost(CONNECTION_CLOSED));
+  }
+
+  /** Makes a Lua script a command of the clients: `client.name(keys..., args...)`, and in a pipeline. */
+  defineScript(name: string, numberOfKeys: number, lua: string): void {
+    this.client.defineCommand(name, { numberOfKeys, lua });
+    this.#writer?.defineCommand(name, { numberOfKeys, lua });
   }
 
   /** Adds a store's check to those run before Redis is used and by /readyz. */
@@ -108,10 +138,74 @@ export class RedisConnection implements StoreHealth {
     try {
       return await command(this.client);
     } catch (error) {
+      if (isTooFewReplicas(error)) throw this.#tooFewReplicas((error as Error).message, error);
       // The connection's own reason, e.g. ECONNREFUSED, says more than "Stream isn't writeable".
       if (this.#unavailable === null) this.#lost(this.#commandReason(error as Error));
       throw new StoreUnavailableError(this.#reason(), { cause: error });
     }
+  }
+
+  /** Whether writes wait for replicas: then the stores write through `runReplicated`. */
+  get replicatedWrites(): boolean {
+    return this.#writer !== null;
+  }
+
+  /**
+   * Runs a write, queued on `pipeline`, followed by `WAIT`, and answers what the write answered
+   * only once REDIS_MIN_REPLICAS_ACK replicas have it. Fewer within the timeout, or a primary
+   * that refuses writes for want of replicas: a StoreUnavailableError, and the write, if made
+   * at all, is on the primary alone, and may be lost with it. `applied` says from the write's
+   * answer whether it wrote anything: a write that changed nothing answers at once. One pipeline,
+   * so that the WAIT runs on the connection, and in a Cluster the node, of the write.
+   */
+  async runReplicated<T>(write: (pipeline: ChainableCommander) => void, applied: (answer: T) => boolean): Promise<T> {
+    const writer = this.#writer;
+    if (writer === null) throw new Error('runReplicated needs REDIS_MIN_REPLICAS_ACK');
+    if (this.#unavailable !== null) {
+      this.#probe();
+      throw new StoreUnavailableError(this.#unavailable.text);
+    }
+    if (writer.status !== 'ready') throw new StoreUnavailableError(CONNECTION_CLOSED.text);
+    const pipeline = writer.pipeline();
+    write(pipeline);
+    let results: [Error | null, unknown][] | null;
+    try {
+      results = await pipeline.wait(this.#minReplicasAck, this.#timeoutMs).exec();
+    } catch (error) {
+      throw new StoreUnavailableError(this.#commandReason(error as Error).text, { cause: error });
+    }
+    const [[writeError, answer] = [null, null], [waitError, acknowledged] = [null, 0]] = results ?? [];
+    if (writeError !== null) {
+      if (isTooFewReplicas(writeError)) throw this.#tooFewReplicas(writeError.message, writeError);
+      // A Cluster's slots moved meanwhile: the next write goes where they are now.
+      if (!(writer instanceof Redis) && /^(MOVED|ASK|CLUSTERDOWN) /.test(writeError.message)) {
+        writer.refreshSlotsCache();
+      }
+      throw new StoreUnavailableError(this.#reasonOf(writeError).text, { cause: writeError });
+    }
+    if (!applied(answer as T)) return answer as T;
+    // WAIT answers the count at the timeout; the client's own timeout may fire first.
+    const count = waitError === null ? Number(acknowledged) : 0;
+    if (count < this.#minReplicasAck) {
+      throw this.#tooFewReplicas(
+        `${count} of ${this.#minReplicasAck} replicas acknowledged the write within ${this.#timeoutMs} ms.`,
+        waitError,
+      );
+    }
+    if (this.#replicasShort) {
+      this.#replicasShort = false;
+      this.#log.info('Redis has the replicas it needs again: profile writes are answered again');
+    }
+    return answer as T;
+  }
+
+  /** A write refused or not acknowledged for want of replicas: one warning while it goes on. */
+  #tooFewReplicas(text: string, cause: unknown): StoreUnavailableError {
+    if (!this.#replicasShort) {
+      this.#replicasShort = true;
+      this.#log.warn({ reason: text }, REPLICAS_WARNING);
+    }
+    return new StoreUnavailableError(`Redis has too few replicas in step: ${text}`, { cause });
   }
 
   /**
@@ -132,13 +226,17 @@ export class RedisConnection implements StoreHealth {
   async close(): Promise<void> {
     this.#closing = true;
     clearTimeout(this.#probeTimer);
-    try {
-      await this.client.quit();
-    } catch {
-      // Not connected, or Redis did not answer: nothing left to say goodbye to.
-    } finally {
-      this.client.disconnect();
-    }
+    await Promise.all(
+      [this.client, this.#writer].map(async (client) => {
+        try {
+          await client?.quit();
+        } catch {
+          // Not connected, or Redis did not answer: nothing left to say goodbye to.
+        } finally {
+          client?.disconnect();
+        }
+      }),
+    );
   }
 
   /**
@@ -158,7 +256,14 @@ export class RedisConnection implements StoreHealth {
         });
       }
     }
-    for (const check of this.#checks) await check(client, thorough);
+    for (const check of this.#checks) {
+      try {
+        await check(client, thorough);
+      } catch (error) {
+        // A primary without its replicas refuses the checks' writes, and still serves.
+        if (!isTooFewReplicas(error)) throw error;
+      }
+    }
   }
 
   /** Why Redis cannot serve, as the last failure said. */

@@ -45,8 +45,8 @@ export class RedisProfileStore implements ProfileStore {
 
   constructor(connection: RedisConnection) {
     this.#connection = connection;
-    connection.client.defineCommand('readProfile', { numberOfKeys: 1, lua: READ_PROFILE });
-    connection.client.defineCommand('compareAndSetProfile', { numberOfKeys: 1, lua: COMPARE_AND_SET_PROFILE });
+    connection.defineScript('readProfile', 1, READ_PROFILE);
+    connection.defineScript('compareAndSetProfile', 1, COMPARE_AND_SET_PROFILE);
     connection.addCheck(async (client, thorough) => {
       const [version, profile] = await client.readProfile(KEY, JSON.stringify(EMPTY_PROFILE));
       // Writes what is there, if nobody wrote in between: the profile and its version unchanged.
@@ -64,9 +64,13 @@ export class RedisProfileStore implements ProfileStore {
   async compareAndSet(expectedVersion: number, next: Profile): Promise<ProfileSnapshot | null> {
     const stored = snapshot(next, expectedVersion + 1);
     const json = JSON.stringify(stored.profile);
-    const done = await this.#connection.run((client) =>
-      client.compareAndSetProfile(KEY, String(expectedVersion), String(stored.version), json),
-    );
+    const args = [KEY, String(expectedVersion), String(stored.version), json] as const;
+    const done = this.#connection.replicatedWrites
+      ? await this.#connection.runReplicated<0 | 1>(
+          (pipeline) => pipeline.compareAndSetProfile(...args),
+          (answer) => answer === 1,
+        )
+      : await this.#connection.run((client) => client.compareAndSetProfile(...args));
     return done === 1 ? stored : null;
   }
 }
