@@ -368,6 +368,8 @@ describe('Redis stores', { skip: REDIS_SERVER_MISSING && REDIS_SKIP_REASON }, ()
         await connection.client.config('SET', 'repl-diskless-sync-delay', '0'); // not 5 s
         replica = await RedisServer.start();
         admin = new Redis(replica.url);
+        // Loaded from the socket, not through a dump file in the working directory.
+        await admin.config('SET', 'repl-diskless-load', 'on-empty-db');
         await admin.replicaof('127.0.0.1', server.port);
         await untilReplicaOnline(connection);
         // (The write before, refused too, was made as well.)
