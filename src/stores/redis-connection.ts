@@ -6,6 +6,11 @@ import { CONNECTION_CLOSED, type Reason, reasonOf } from './redis-reasons.js';
 
 /** The longest pause between two attempts to reconnect: how long recovery may lag behind Redis. */
 const MAX_RECONNECT_DELAY_MS = 1000;
+/**
+ * The same with Sentinel: each attempt asks a sentinel for the primary first, which answers at
+ * once, so trying often finds a newly promoted primary soon after the sentinels name it.
+ */
+const MAX_SENTINEL_RECONNECT_DELAY_MS = 200;
 /** The first pause between two checks of a Redis that is connected but failing, doubled up to the longest. */
 const PROBE_INTERVAL_MS = 100;
 
@@ -89,16 +94,18 @@ export class RedisConnection implements StoreHealth {
     this.#log = log;
     this.#primaryName = settings.redisSentinelName;
     this.#minReplicasAck = minReplicasAck;
+    const maxDelay = settings.redisSentinels === null ? MAX_RECONNECT_DELAY_MS : MAX_SENTINEL_RECONNECT_DELAY_MS;
     const hooks = {
       // Asking for a database Redis refuses again and again would be one connection after another.
       retryDelay: (attempt: number) =>
-        this.#databaseRefused ? MAX_RECONNECT_DELAY_MS : Math.min(attempt * 100, MAX_RECONNECT_DELAY_MS),
+        this.#databaseRefused ? MAX_RECONNECT_DELAY_MS : Math.min(attempt * 100, maxDelay),
       onPassword: (password: string) => this.#secrets.add(password),
     };
     this.client = createRedisClient(settings, hooks);
     this.#writer = minReplicasAck > 0 ? createRedisClient(settings, hooks) : null;
     // Its failures are the requests' own; the shared client's events tell the state of Redis.
     this.#writer?.on('error', () => {});
+    for (const client of [this.client, this.#writer]) if (client instanceof Redis) this.#keepConnecting(client, maxDelay);
     // Each connection selects the database of the URL before it is ready, and is checked before
     // it is used.
     this.client.on('connect', () => {
@@ -264,6 +271,20 @@ export class RedisConnection implements StoreHealth {
         if (!isTooFewReplicas(error)) throw error;
       }
     }
+  }
+
+  /**
+   * ioredis ends a Sentinel client for good when the sentinels announce a new primary while it
+   * is asking them for the primary (its failover detector closes the connector under that
+   * attempt, which then gives up): unless the service is closing it, it connects again.
+   */
+  #keepConnecting(client: Redis, delayMs: number): void {
+    client.on('end', () => {
+      if (this.#closing) return;
+      setTimeout(() => {
+        if (!this.#closing && client.status === 'end') client.connect().catch(() => {});
+      }, delayMs).unref();
+    });
   }
 
   /** Why Redis cannot serve, as the last failure said. */
