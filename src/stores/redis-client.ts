@@ -107,6 +107,8 @@ export function createRedisClient(settings: RedisSettings, hooks: RedisClientHoo
         // once a replica has taken over sends the next command there and refreshes the slots.
         retryDelayOnFailover: 0,
         retryDelayOnClusterDown: 0,
+        // An instance with no traffic learns of a failover too, before its next request.
+        slotsRefreshInterval: 1000,
         redisOptions,
         clusterRetryStrategy: (attempt) => {
           // The slot refresher connects with a copy of a node's options.

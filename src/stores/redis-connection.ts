@@ -105,7 +105,12 @@ export class RedisConnection implements StoreHealth {
     this.#writer = minReplicasAck > 0 ? createRedisClient(settings, hooks) : null;
     // Its failures are the requests' own; the shared client's events tell the state of Redis.
     this.#writer?.on('error', () => {});
-    for (const client of [this.client, this.#writer]) if (client instanceof Redis) this.#keepConnecting(client, maxDelay);
+    for (const client of [this.client, this.#writer]) {
+      if (client instanceof Redis) this.#keepConnecting(client, maxDelay);
+      // ioredis connects to a node of a Cluster at its first command, and, with no queue, fails
+      // every other command sent to it meanwhile: each connects as soon as the slots name it.
+      else client?.on('+node', (node: Redis) => node.connect().catch(() => {}));
+    }
     // Each connection selects the database of the URL before it is ready, and is checked before
     // it is used.
     this.client.on('connect', () => {
