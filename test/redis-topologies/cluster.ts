@@ -180,6 +180,9 @@ export function clusterSuite(): void {
           for (const status of Object.keys(recovery.failed_statuses))
             assert.equal(status, '503', JSON.stringify(recovery));
         }
+        // Before the failure and once over, every profile request is served.
+        for (const quiet of [recoveries[0], recoveries[2]] as Recovery[])
+          assert.deepEqual(quiet.failed_statuses, {}, quiet.event);
         // After the failover, the count is exact again on every primary, the promoted one included.
         for (const primary of await topology.primaries()) await assertOneCount(await addressOn(primary));
       } finally {

@@ -1,7 +1,11 @@
 import { performance } from 'node:perf_hooks';
 import type { ProfileAnswer } from './profile-writers.js';
 
-/** One failure of the topology under load: from `at` to the next event's start (performance.now()). */
+/**
+ * One failure of the topology under load: from `at` to the next event's start (performance.now()).
+ * A request belongs to the event in which it was answered: one sent just before a failure and
+ * answered after it met the failure.
+ */
 export interface TopologyEvent {
   name: string;
   at: number;
@@ -15,7 +19,7 @@ export interface Recovery {
   event: string;
   /** The failover's own time: from the failure (or the command) to another primary. */
   failover_ms: number | null;
-  /** From the event to the last read, or write, sent that did not get a 200 (412 aside): 0 when none failed. */
+  /** From the event to the sending of the last read, or write, that did not get a 200 (412 aside): 0 when none failed. */
   reads_failing_ms: number;
   writes_failing_ms: number;
   failed_reads: number;
@@ -27,10 +31,10 @@ export interface Recovery {
 const failed = (a: ProfileAnswer) => a.status !== 200 && a.status !== 412;
 
 export function recoveryOf(event: TopologyEvent, answers: ProfileAnswer[]): Recovery {
-  const during = answers.filter((a) => a.sent >= event.at && a.sent < event.end);
+  const during = answers.filter((a) => a.answered >= event.at && a.answered < event.end);
   const lastFailure = (kind: ProfileAnswer['kind']) => {
     const failures = during.filter((a) => a.kind === kind && failed(a));
-    return failures.length === 0 ? 0 : Math.round(Math.max(...failures.map((a) => a.sent)) - event.at);
+    return failures.length === 0 ? 0 : Math.max(0, Math.round(Math.max(...failures.map((a) => a.sent)) - event.at));
   };
   const statuses: Record<string, number> = {};
   for (const a of during.filter(failed)) statuses[a.status] = (statuses[a.status] ?? 0) + 1;

@@ -152,6 +152,9 @@ export function sentinelSuite(): void {
           for (const status of Object.keys(recovery.failed_statuses))
             assert.equal(status, '503', JSON.stringify(recovery));
         }
+        // Before the failure and once over, every profile request is served.
+        for (const quiet of [recoveries[0], recoveries[4]] as Recovery[])
+          assert.deepEqual(quiet.failed_statuses, {}, quiet.event);
       } finally {
         await traffic.stop();
         await load.stop();
