@@ -416,9 +416,9 @@ export const SETTINGS = {
   }),
   redisUsername: setting<string | null>({
     env: 'REDIS_USERNAME',
-    help: "the Redis ACL user, with REDIS_PASSWORD_FILE; unset: the URL's, or the default user",
+    help: 'the Redis ACL user, with REDIS_PASSWORD_FILE (or the user in REDIS_URL)',
     default: null,
-    defaultText: 'unset',
+    defaultText: 'the default user',
     parse: redisName,
   }),
   redisPasswordFile: setting<string | null>({
@@ -685,7 +685,7 @@ function checkRedisSettings(config: Config, given: ReadonlySet<keyof Config>): v
   if (config.redisClusterNodes !== null && /[{}]/.test(config.redisKeyPrefix)) {
     throw invalid(
       'redisKeyPrefix',
-      'must have no { or } with REDIS_CLUSTER_NODES: the service puts hash tags of its own in its keys',
+      'must have no { or } with REDIS_CLUSTER_NODES: a brace makes a hash tag, which would put every key in one slot',
       config.redisKeyPrefix,
     );
   }

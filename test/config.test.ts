@@ -648,7 +648,7 @@ describe('loadConfig: Redis', { skip: OPENSSL_MISSING && OPENSSL_SKIP_REASON }, 
       ],
       [
         { REDIS_CLUSTER_NODES: 'a:1', REDIS_KEY_PREFIX: 'app{1}:' },
-        'invalid REDIS_KEY_PREFIX "app{1}:": must have no { or } with REDIS_CLUSTER_NODES: the service puts hash tags of its own in its keys',
+        'invalid REDIS_KEY_PREFIX "app{1}:": must have no { or } with REDIS_CLUSTER_NODES: a brace makes a hash tag, which would put every key in one slot',
       ],
       [
         { ...tls, REDIS_MIN_REPLICAS_ACK: '17' },

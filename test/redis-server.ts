@@ -7,17 +7,29 @@ export const REDIS_SERVER_MISSING = spawnSync('redis-server', ['--version']).err
 export const REDIS_SKIP_REASON = 'Redis tests need redis-server';
 if (REDIS_SERVER_MISSING) process.stdout.write(`SKIPPED: ${REDIS_SKIP_REASON}\n`);
 
+/** A TLS port's certificate, key and CA, and whether clients must show a certificate the CA signed. */
+export interface RedisTls {
+  cert: string;
+  key: string;
+  ca: string;
+  authClients: 'yes' | 'no' | 'optional';
+}
+
 /**
  * A throw-away redis-server on a free loopback port, with nothing saved to disk, that a test
- * can kill, pause and start again on the same port.
+ * can kill, pause and start again on the same port; with `tls`, that port is its only one, a
+ * TLS port.
  */
 export class RedisServer {
   #process: ChildProcess | null = null;
 
-  private constructor(readonly port: number) {}
+  private constructor(
+    readonly port: number,
+    readonly tls: RedisTls | null,
+  ) {}
 
-  static async start(): Promise<RedisServer> {
-    const server = new RedisServer(await freePort());
+  static async start(tls: RedisTls | null = null): Promise<RedisServer> {
+    const server = new RedisServer(await freePort(), tls);
     await server.restart();
     return server;
   }
@@ -28,16 +40,22 @@ export class RedisServer {
   }
 
   get url(): string {
-    return `redis://127.0.0.1:${this.port}`;
+    return `${this.tls === null ? 'redis' : 'rediss'}://127.0.0.1:${this.port}`;
   }
 
   /** Starts it (again) and resolves once it accepts connections. */
   async restart(): Promise<void> {
-    const child = spawn(
-      'redis-server',
-      ['--port', String(this.port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'],
-      { stdio: ['ignore', 'pipe', 'inherit'] },
-    );
+    const port = this.tls === null ? ['--port', String(this.port)] : ['--port', '0', '--tls-port', String(this.port)];
+    const tls =
+      this.tls === null
+        ? []
+        : [
+            ...['--tls-cert-file', this.tls.cert, '--tls-key-file', this.tls.key],
+            ...['--tls-ca-cert-file', this.tls.ca, '--tls-auth-clients', this.tls.authClients],
+          ];
+    const child = spawn('redis-server', [...port, ...tls, '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], {
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
     this.#process = child;
     let output = '';
     await new Promise<void>((resolve, reject) => {

@@ -612,6 +612,32 @@ describe('server process (dist/server.js)', { concurrency: 4 }, () => {
         env: { REDIS_URL: 'redis://:hunter2%ZZ@127.0.0.1' },
         names: 'invalid REDIS_URL: ',
       },
+      // The Redis settings: one topology, files read and checked at start, credentials in one place.
+      {
+        name: 'REDIS_URL and REDIS_CLUSTER_NODES',
+        env: { REDIS_URL: 'redis://:hunter2@127.0.0.1', REDIS_CLUSTER_NODES: '127.0.0.1:7000' },
+        names: 'REDIS_URL and REDIS_CLUSTER_NODES are both set',
+      },
+      {
+        name: 'REDIS_SENTINELS without REDIS_SENTINEL_NAME',
+        env: { REDIS_SENTINELS: '127.0.0.1:26379' },
+        names: 'invalid REDIS_SENTINELS: needs REDIS_SENTINEL_NAME',
+      },
+      {
+        name: 'REDIS_PASSWORD_FILE that cannot be read',
+        env: { REDIS_URL: 'redis://127.0.0.1', REDIS_PASSWORD_FILE: '/nonexistent/redis-password' },
+        names: 'invalid REDIS_PASSWORD_FILE "/nonexistent/redis-password": cannot be read (ENOENT)',
+      },
+      {
+        name: 'REDIS_PASSWORD_FILE and a password in REDIS_URL',
+        env: { REDIS_URL: 'redis://:hunter2@127.0.0.1', REDIS_PASSWORD_FILE: `${ROOT}package.json` },
+        names: 'invalid REDIS_PASSWORD_FILE: REDIS_URL has a password too',
+      },
+      {
+        name: 'REDIS_TLS_CA_FILE that is no PEM',
+        env: { REDIS_URL: 'rediss://127.0.0.1', REDIS_TLS_CA_FILE: `${ROOT}package.json` },
+        names: `invalid REDIS_TLS_CA_FILE "${ROOT}package.json": is not a PEM file of certificates`,
+      },
       // Node runs in UTC for a zone it cannot read, without a word.
       { name: 'TZ=Invalid/Zone', env: { TZ: 'Invalid/Zone' }, names: 'invalid TZ "Invalid/Zone"' },
       { name: 'TZ=asia/kolkata', env: { TZ: 'asia/kolkata' }, names: 'invalid TZ "asia/kolkata"' },

@@ -90,6 +90,9 @@ export function createRedisClient(settings: RedisSettings, hooks: RedisClientHoo
     commandTimeout: settings.redisTimeoutMs,
     maxRetriesPerRequest: 0,
     autoResendUnfulfilledCommands: false,
+    // Its INFO, refused by an ACL without it, would print a warning outside the log on each
+    // connection; RedisConnection checks the role itself, and a loading Redis answers LOADING.
+    enableReadyCheck: false,
     username,
     password: password(),
     ...(tls !== undefined && { tls }),

@@ -1,8 +1,18 @@
+import { createHash } from 'node:crypto';
 import type { FastifyBaseLogger } from 'fastify';
 import { type ChainableCommander, Redis, ReplyError } from 'ioredis';
+import { redisTlsOn } from '../config.js';
 import { type StoreHealth, StoreUnavailableError } from './availability.js';
 import { createRedisClient, type RedisClient, type RedisSettings } from './redis-client.js';
-import { CONNECTION_CLOSED, type Reason, reasonOf } from './redis-reasons.js';
+import {
+  CONNECTION_CLOSED,
+  isSentinelRound,
+  noPrimary,
+  type Reason,
+  type RedisUse,
+  reasonOf,
+  resetAfterHandshake,
+} from './redis-reasons.js';
 
 /** The longest pause between two attempts to reconnect: how long recovery may lag behind Redis. */
 const MAX_RECONNECT_DELAY_MS = 1000;
@@ -63,14 +73,19 @@ export class RedisConnection implements StoreHealth {
   readonly client: RedisClient;
   readonly #timeoutMs: number;
   readonly #log: FastifyBaseLogger;
-  readonly #primaryName: string | null;
+  readonly #tls: boolean;
   /** Every password the client was given: never repeated in a reason. */
   readonly #secrets = new Set<string>();
   readonly #checks: StoreCheck[] = [];
+  readonly #use: RedisUse & { scripts: Map<string, string> };
   /** Why Redis cannot serve now; null while it can. */
   #unavailable: Reason | null = NOT_CONNECTED;
-  /** The kind of outage the last warning was about, null when none is going on. */
-  #loggedKind: Reason['kind'] | null = null;
+  /**
+   * The kinds of the outage going on that have been warned of: each once, so that an outage
+   * whose cause alternates (an address refused, a sentinel not yet knowing the new primary)
+   * is not a warning per attempt.
+   */
+  readonly #loggedKinds = new Set<Reason['kind']>();
   /**
    * Whether Redis refused, on the connection of the moment, to select the database of the URL:
    * that connection is then on database 0, and nothing may run on it.
@@ -92,7 +107,15 @@ export class RedisConnection implements StoreHealth {
   constructor({ settings, minReplicasAck = 0, log }: RedisConnectionOptions) {
     this.#timeoutMs = settings.redisTimeoutMs;
     this.#log = log;
-    this.#primaryName = settings.redisSentinelName;
+    this.#tls = redisTlsOn(settings);
+    const addresses = settings.redisSentinels ?? settings.redisClusterNodes;
+    this.#use = {
+      keyPrefix: settings.redisKeyPrefix,
+      primaryName: settings.redisSentinelName,
+      addresses:
+        addresses?.map(({ host, port }) => `${host.includes(':') ? `[${host}]` : host}:${port}`).join(',') ?? null,
+      scripts: new Map(),
+    };
     this.#minReplicasAck = minReplicasAck;
     const maxDelay = settings.redisSentinels === null ? MAX_RECONNECT_DELAY_MS : MAX_SENTINEL_RECONNECT_DELAY_MS;
     const hooks = {
@@ -117,20 +140,24 @@ export class RedisConnection implements StoreHealth {
       this.#databaseRefused = false;
     });
     this.client.on('ready', () => this.#probe());
-    this.client.on('error', (error: Error & { lastNodeError?: Error }) => {
+    this.client.on('error', (error: Error) => {
       if (isRefusedSelect(error)) this.#refuseDatabase(error);
       // The rest of a connection dropped for its database fails too, for no other reason.
-      // A Cluster that reached none of its nodes says why in the last node's error.
-      else if (!this.#databaseRefused) this.#lost(this.#reasonOf(error.lastNodeError ?? error));
+      else if (!this.#databaseRefused && !isSentinelRound(error)) this.#lost(this.#connectionReason(error));
+    });
+    this.client.on('sentinelError', (error: Error) => {
+      // Asked for the primary, a sentinel that knows the name but has none answers nil.
+      if (error.message.endsWith('invalid reply: null')) this.#lost(noPrimary(this.#use, 'none named'));
     });
     // After an error, the close that follows adds nothing to the error's reason.
     this.client.on('close', () => this.#unavailable === null && this.#lost(CONNECTION_CLOSED));
   }
 
-  /** Makes a Lua script a command of the clients: `client.name(keys..., args...)`, and in a pipeline. */
-  defineScript(name: string, numberOfKeys: number, lua: string): void {
-    this.client.defineCommand(name, { numberOfKeys, lua });
-    this.#writer?.defineCommand(name, { numberOfKeys, lua });
+  /** Defines a store's Lua script of one key as a command of the clients, `name`, also in a pipeline. */
+  defineScript(name: string, lua: string): void {
+    this.client.defineCommand(name, { numberOfKeys: 1, lua });
+    this.#writer?.defineCommand(name, { numberOfKeys: 1, lua });
+    this.#use.scripts.set(createHash('sha1').update(lua).digest('hex'), lua);
   }
 
   /** Adds a store's check to those run before Redis is used and by /readyz. */
@@ -261,7 +288,7 @@ export class RedisConnection implements StoreHealth {
       const role = /^role:(\w+)/m.exec(await client.info('replication'))?.[1];
       if (role !== 'master') {
         // A primary demoted under the service: the sentinels know the new one.
-        if (this.#primaryName !== null) client.disconnect(true);
+        if (this.#use.primaryName !== null) client.disconnect(true);
         throw new RedisStateError({
           kind: 'read-only',
           text: `Redis is read-only: the node connected to is a replica (role:${role}), not the primary.`,
@@ -298,7 +325,14 @@ export class RedisConnection implements StoreHealth {
   }
 
   #reasonOf(error: Error): Reason {
-    return error instanceof RedisStateError ? error.reason : reasonOf(error, this.#timeoutMs, this.#primaryName);
+    return error instanceof RedisStateError ? error.reason : reasonOf(error, this.#timeoutMs, this.#use);
+  }
+
+  /** A connection's failure, as ioredis reports it. */
+  #connectionReason(error: Error): Reason {
+    // Its handshake done, the connection is "connect" until its first commands are answered.
+    const early = this.#tls && this.client.status === 'connect' ? resetAfterHandshake(error) : null;
+    return early ?? this.#reasonOf(error);
   }
 
   /** A command's failure: Redis's answer or the timeout; anything else is a connection lost. */
@@ -306,7 +340,7 @@ export class RedisConnection implements StoreHealth {
     const answered =
       error instanceof RedisStateError || error instanceof ReplyError || error.message === 'Command timed out';
     if (answered) return this.#reasonOf(error);
-    if (error.message.includes('CLUSTERDOWN')) return reasonOf(new ReplyError('CLUSTERDOWN'), this.#timeoutMs);
+    if (error.message.includes('CLUSTERDOWN')) return this.#reasonOf(new ReplyError('CLUSTERDOWN'));
     return CONNECTION_CLOSED;
   }
 
@@ -329,8 +363,8 @@ export class RedisConnection implements StoreHealth {
     for (const secret of this.#secrets) text = text.replaceAll(secret, '***');
     this.#unavailable = { kind: reason.kind, text };
     this.#probe();
-    if (this.#loggedKind === reason.kind) return;
-    this.#loggedKind = reason.kind;
+    if (this.#loggedKinds.has(reason.kind)) return;
+    this.#loggedKinds.add(reason.kind);
     this.#log.warn({ reason: text }, OUTAGE_WARNING);
   }
 
@@ -363,8 +397,8 @@ export class RedisConnection implements StoreHealth {
   #available(): void {
     if (this.#databaseRefused || this.#closing) return;
     this.#unavailable = null;
-    if (this.#loggedKind === null) return;
-    this.#loggedKind = null;
+    if (this.#loggedKinds.size === 0) return;
+    this.#loggedKinds.clear();
     this.#log.info('Redis is available again');
   }
 }

@@ -45,8 +45,8 @@ export class RedisProfileStore implements ProfileStore {
 
   constructor(connection: RedisConnection) {
     this.#connection = connection;
-    connection.defineScript('readProfile', 1, READ_PROFILE);
-    connection.defineScript('compareAndSetProfile', 1, COMPARE_AND_SET_PROFILE);
+    connection.defineScript('readProfile', READ_PROFILE);
+    connection.defineScript('compareAndSetProfile', COMPARE_AND_SET_PROFILE);
     connection.addCheck(async (client, thorough) => {
       const [version, profile] = await client.readProfile(KEY, JSON.stringify(EMPTY_PROFILE));
       // Writes what is there, if nobody wrote in between: the profile and its version unchanged.

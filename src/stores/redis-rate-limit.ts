@@ -34,7 +34,7 @@ export class RedisRateLimitStore implements RateLimitStore {
 
   constructor(connection: RedisConnection) {
     this.#connection = connection;
-    connection.defineScript('countRequest', 1, COUNT_REQUEST);
+    connection.defineScript('countRequest', COUNT_REQUEST);
     // A count in a window of 1 ms, of a key no client has: it expires at once.
     connection.addCheck((client, thorough) => (thorough ? client.countRequest(CHECK_KEY, 1) : Promise.resolve()));
   }

@@ -37,7 +37,9 @@ const UNTRUSTED = new Set([
 /** What a TLS failure means, by Node's or OpenSSL's code; null if it is no TLS failure. */
 function tlsReason(error: NodeJS.ErrnoException): Reason | null {
   const code = error.code ?? '';
-  const text = (what: string) => ({ kind: 'tls' as const, text: `${what}: ${error.message}` });
+  // OpenSSL's messages are a line of codes and source files around the words.
+  const message = /SSL routines:[^:]*:([^:]+)/.exec(error.message)?.[1] ?? error.message.trim();
+  const text = (what: string) => ({ kind: 'tls' as const, text: `${what}: ${message}` });
   if (UNTRUSTED.has(code)) {
     return text("Redis's TLS certificate is not trusted (REDIS_TLS_CA_FILE names the CA to trust)");
   }
@@ -60,18 +62,59 @@ function tlsReason(error: NodeJS.ErrnoException): Reason | null {
   return null;
 }
 
+/** What the service knows of its own use of Redis, to say what a refusal was about. */
+export interface RedisUse {
+  /** The prefix of every key of the service. */
+  keyPrefix: string;
+  /** The name of the primary asked of the sentinels, with Sentinel. */
+  primaryName: string | null;
+  /** The sentinels, or the Cluster's seed nodes, as configured (`10.0.0.1:26379,…`); null for one node. */
+  addresses: string | null;
+  /** The Lua source of each script the service runs, by its SHA-1. */
+  scripts: ReadonlyMap<string, string>;
+}
+
+/**
+ * The command of a script that Redis refused to run for the user, from the script's SHA-1 and
+ * line in Redis's message (Redis 7.0 names neither the command nor the user).
+ */
+function refusedInScript(message: string, use: RedisUse): string | null {
+  const at = /script: ([0-9a-f]{40}), on @user_script:(\d+)/.exec(message);
+  const line = at === null ? undefined : use.scripts.get(at[1] ?? '')?.split('\n')[Number(at[2]) - 1];
+  return /redis\.call\('(\w+)'/.exec(line ?? '')?.[1] ?? null;
+}
+
+/**
+ * A TLS connection that Redis reset once the handshake seemed done, before the service could use
+ * it: with TLS 1.3, how a server refuses the client's certificate (or its absence), when the
+ * service writes before it reads the alert that says so.
+ */
+export function resetAfterHandshake(error: NodeJS.ErrnoException): Reason | null {
+  if (error.code !== 'ECONNRESET' && error.code !== 'EPIPE') return null;
+  return {
+    kind: 'tls',
+    text: `Redis closed the TLS connection before it was ready, as when it requires a client certificate (REDIS_TLS_CERT_FILE) or refuses the one shown: ${error.message}`,
+  };
+}
+
 /** A reply Redis gave as an error, by its code. */
-function replyReason(message: string, command: string | undefined): Reason {
+function replyReason(message: string, use: RedisUse): Reason {
   const code = message.split(' ', 1)[0];
+  const denied = (what: string) => ({
+    kind: 'permission' as const,
+    text: `Redis denied a permission the service needs: ${what}`,
+  });
+  if (code === 'ERR' && message.includes("can't run this command")) {
+    const command = refusedInScript(message, use);
+    return denied(command === null ? message : `the user may not run ${command} (${message})`);
+  }
   switch (code) {
     case 'WRONGPASS':
     case 'NOAUTH':
       return { kind: 'credentials', text: `Redis refused the credentials: ${message}` };
-    case 'NOPERM': {
-      // Redis names the command it refused, except for a key: then it is the one the service sent.
-      const named = /'[^']+' command/.test(message) || command === undefined ? '' : ` (running ${command})`;
-      return { kind: 'permission', text: `Redis denied a permission the service needs: ${message}${named}` };
-    }
+    case 'NOPERM':
+      // Redis names the command it refused, but not a key.
+      return denied(message.includes('keys') ? `${message} (the keys starting ${use.keyPrefix})` : message);
     case 'READONLY':
       return { kind: 'read-only', text: `Redis is read-only, a replica rather than the primary: ${message}` };
     case 'CLUSTERDOWN':
@@ -86,34 +129,57 @@ function replyReason(message: string, command: string | undefined): Reason {
 /** Sentinel's own reports, as ioredis words them. */
 const ALL_SENTINELS_FAILED = /^All sentinels are unreachable\b.*?(?: Last error: (.*))?$/s;
 
+/** The sentinels answered, but named no primary. */
+export function noPrimary(use: RedisUse, said: string): Reason {
+  return {
+    kind: 'no-primary',
+    text: `No primary named ${JSON.stringify(use.primaryName)} is known to the sentinels (${use.addresses}): ${said}`,
+  };
+}
+
 /**
- * The reason for an error ioredis reported, whether a command's, a connection's or the
- * sentinels': `timeoutMs` is the command timeout, `primaryName` the name asked of the sentinels.
+ * Whether ioredis only says it went round the sentinels: it does after each round, even after
+ * one that found the primary, whose address then refused. A sentinel that names no primary is
+ * reported on its own (a "sentinelError").
  */
-export function reasonOf(error: Error, timeoutMs: number, primaryName: string | null = null): Reason {
+export function isSentinelRound(error: Error): boolean {
+  return ALL_SENTINELS_FAILED.exec(error.message)?.[1] === undefined && ALL_SENTINELS_FAILED.test(error.message);
+}
+
+/** What the sentinels, asked for the primary, said last. */
+function sentinelReason(last: string, timeoutMs: number, use: RedisUse): Reason {
+  // A sentinel that knows no such name says so.
+  if (last.includes('No such master')) return noPrimary(use, last);
+  const inner = reasonOf(Object.assign(new Error(last), { code: lastErrorCode(last) }), timeoutMs, use);
+  if (inner.kind !== 'unreachable') return { kind: inner.kind, text: inner.text.replace(/^Redis\b/, 'Redis Sentinel') };
+  return {
+    kind: 'unreachable',
+    text: `Redis Sentinel is unreachable: no sentinel of ${use.addresses} answered (${last})`,
+  };
+}
+
+/**
+ * The reason for an error ioredis reported, whether a command's, a connection's, the
+ * sentinels' or a Cluster's: `timeoutMs` is the command timeout.
+ */
+export function reasonOf(error: Error & { lastNodeError?: Error }, timeoutMs: number, use: RedisUse): Reason {
   // ioredis gives its timeout no class of its own, only this message.
   if (error.message === 'Command timed out') {
     return { kind: 'timeout', text: `Redis did not answer within ${timeoutMs} ms.` };
   }
-  if (error instanceof ReplyError || /^[A-Z]{4,} /.test(error.message)) {
-    const { command } = error as Error & { command?: { name?: string } };
-    // Errors from a script say so first: the code of the error is after "... script: ".
-    const inner = /^ERR .*?: (?:@user_script:\d+: )?((?:NOPERM|READONLY|WRONGPASS|NOAUTH) .*)$/s.exec(error.message);
-    return replyReason(inner?.[1] ?? error.message, command?.name?.toUpperCase());
-  }
+  if (error instanceof ReplyError || /^[A-Z]{4,} /.test(error.message)) return replyReason(error.message, use);
   const tls = tlsReason(error as NodeJS.ErrnoException);
   if (tls !== null) return tls;
   const sentinels = ALL_SENTINELS_FAILED.exec(error.message);
-  if (sentinels !== null) {
-    const last = sentinels[1];
-    if (last === undefined || last === '') {
-      return {
-        kind: 'no-primary',
-        text: `No primary named ${JSON.stringify(primaryName)} is known to the sentinels.`,
-      };
-    }
-    const inner = reasonOf(Object.assign(new Error(last), { code: lastErrorCode(last) }), timeoutMs, primaryName);
-    return { kind: inner.kind, text: inner.text.replace(/^Redis\b/, 'Redis Sentinel') };
+  if (sentinels !== null) return sentinelReason(sentinels[1] ?? 'none answered', timeoutMs, use);
+  // A Cluster that reached none of its nodes: why the last one failed.
+  if (error.lastNodeError !== undefined) {
+    const inner = reasonOf(error.lastNodeError, timeoutMs, use);
+    if (inner.kind !== 'unreachable') return inner;
+    return {
+      kind: 'unreachable',
+      text: `Redis Cluster is unreachable: no node of ${use.addresses} answered (${error.lastNodeError.message})`,
+    };
   }
   if (error.message === 'connect ETIMEDOUT') {
     return { kind: 'unreachable', text: 'Redis is unreachable: connecting timed out.' };
