@@ -67,7 +67,8 @@ function isTooFewReplicas(error: unknown): boolean {
  * as the stores use it (a primary, their commands and keys allowed) before it is used. So the
  * service starts without Redis and recovers without a restart. A warning is logged when an
  * outage begins, or turns into another kind (unreachable, refused credentials, ...), and one
- * line when it ends, whatever the number of requests in between.
+ * line when it ends, whatever the number of requests in between. With REDIS_MIN_REPLICAS_ACK, the
+ * profile writes go over a second client, followed by WAIT (`runReplicated`).
  */
 export class RedisConnection implements StoreHealth {
   readonly client: RedisClient;
