@@ -163,6 +163,7 @@ export function clusterSuite(): void {
             writes: traffic.answers.filter((a) => a.kind === 'write').length,
             acknowledged: acknowledged.length,
             refused_412: traffic.answers.filter((a) => a.status === 412).length,
+            versions_read_then_lost: traffic.versionsLost(),
           },
           load: load.figures(timeline.events.map((e) => e.name)),
         };

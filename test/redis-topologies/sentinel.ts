@@ -22,7 +22,7 @@ import {
 
 /**
  * Two instances of the built service following a primary through three sentinels, under a paced
- * load of every endpoint and of profile writers with If-Match, with REDIS_MIN_REPLICAS_ACK=1:
+ * load of every endpoint and of profile writers with If-Match, every write acknowledged by every replica:
  * the primary SIGKILLed, the old primary started again empty, then a planned SENTINEL FAILOVER.
  * The history of the profile is held to the acknowledged writes, and each event's cost is printed.
  */
@@ -30,19 +30,28 @@ import {
 /** The bound of the issue: 503s for at most the failover's own time plus this. */
 const AFTER_FAILOVER_MS = 1000;
 
-/** Registers the suite: called by topologies.redis.ts. */
-export function sentinelSuite(): void {
-  describe('Sentinel: a primary, a replica, three sentinels', { skip: TOPOLOGIES_SKIP_REASON }, () => {
+/**
+ * Registers the suite: called by topologies.redis.ts. `replicas` replicas, and REDIS_MIN_REPLICAS_ACK
+ * and the nodes' min-replicas-to-write at `ack`.
+ */
+export function sentinelSuite(replicas = 1, ack = replicas): void {
+  describe(`Sentinel: a primary, ${replicas === 1 ? 'a replica' : `${replicas} replicas`}, three sentinels`, {
+    skip: TOPOLOGIES_SKIP_REASON,
+  }, () => {
     let topology: SentinelTopology;
     let dir: string;
     let instances: RunningServer[] = [];
 
     before(async () => {
       dir = await mkdtemp(join(tmpdir(), 'sentinel-instances-'));
-      topology = await SentinelTopology.start();
+      topology = await SentinelTopology.start(replicas, ack);
       instances = await startInstances(
         2,
-        { REDIS_SENTINELS: topology.sentinelList, REDIS_SENTINEL_NAME: SENTINEL_NAME, REDIS_MIN_REPLICAS_ACK: '1' },
+        {
+          REDIS_SENTINELS: topology.sentinelList,
+          REDIS_SENTINEL_NAME: SENTINEL_NAME,
+          REDIS_MIN_REPLICAS_ACK: String(ack),
+        },
         dir,
         'instance',
       );
@@ -129,6 +138,7 @@ export function sentinelSuite(): void {
             writes: traffic.answers.filter((a) => a.kind === 'write').length,
             acknowledged: acknowledged.length,
             refused_412: traffic.answers.filter((a) => a.status === 412).length,
+            versions_read_then_lost: traffic.versionsLost(),
           },
           load: load.figures(timeline.events.map((e) => e.name)),
         };

@@ -152,24 +152,33 @@ const DATA_NODE = ['repl-diskless-sync yes', 'repl-diskless-sync-delay 0', 'repl
 export class SentinelTopology {
   private constructor(
     readonly dir: string,
-    /** [0] is the primary at start, [1] its replica. */
+    /** [0] is the primary at start, the others its replicas. */
     readonly nodes: RedisProcess[],
     readonly sentinels: RedisProcess[],
   ) {}
 
-  /** Starts a primary, one replica and three sentinels watching them, and waits until all know each other. */
-  static async start(): Promise<SentinelTopology> {
+  /**
+   * Starts a primary, `replicas` replicas and three sentinels watching them, and waits until all
+   * know each other. The data nodes take writes only with `minReplicasToWrite` replicas in step.
+   */
+  static async start(replicas = 1, minReplicasToWrite = replicas): Promise<SentinelTopology> {
     const dir = await mkdtemp(join(tmpdir(), 'redis-sentinel-'));
-    const ports = await Promise.all(Array.from({ length: 5 }, () => freePort()));
-    const [primaryPort, replicaPort, ...sentinelPorts] = ports as [number, number, ...number[]];
-    // A primary cut off from its replica refuses writes (NOREPLICAS), as docs/operations.md
-    // advises with REDIS_MIN_REPLICAS_ACK: no write that no replica will have is made at all.
-    const guarded = [...DATA_NODE, 'min-replicas-to-write 1', 'min-replicas-max-lag 10'];
+    const ports = await Promise.all(Array.from({ length: 4 + replicas }, () => freePort()));
+    const [primaryPort, ...others] = ports as [number, ...number[]];
+    const sentinelPorts = others.slice(replicas);
+    // A primary cut off from any of its replicas refuses writes (NOREPLICAS), as docs/operations.md
+    // advises with REDIS_MIN_REPLICAS_ACK: no write that a promoted replica may lack is made at all.
+    const guarded = [...DATA_NODE, `min-replicas-to-write ${minReplicasToWrite}`, 'min-replicas-max-lag 10'];
     const primary = new RedisProcess(primaryPort, join(dir, 'primary'), 'redis-server', guarded);
-    const replica = new RedisProcess(replicaPort, join(dir, 'replica'), 'redis-server', [
-      ...guarded,
-      `replicaof 127.0.0.1 ${primaryPort}`,
-    ]);
+    const replicaNodes = others
+      .slice(0, replicas)
+      .map(
+        (port, i) =>
+          new RedisProcess(port, join(dir, `replica-${i + 1}`), 'redis-server', [
+            ...guarded,
+            `replicaof 127.0.0.1 ${primaryPort}`,
+          ]),
+      );
     const sentinels = sentinelPorts.map(
       (port, i) =>
         new RedisProcess(port, join(dir, `sentinel-${i + 1}`), 'redis-sentinel', [
@@ -179,18 +188,18 @@ export class SentinelTopology {
           `sentinel parallel-syncs ${SENTINEL_NAME} 1`,
         ]),
     );
-    const topology = new SentinelTopology(dir, [primary, replica], sentinels);
+    const topology = new SentinelTopology(dir, [primary, ...replicaNodes], sentinels);
     try {
       await primary.start();
-      await replica.start();
+      await Promise.all(replicaNodes.map((replica) => replica.start()));
       await topology.untilReplicated(primary);
       await Promise.all(sentinels.map((sentinel) => sentinel.start()));
-      // Each sentinel has found the replica and the two other sentinels (hello messages, every 2 s).
-      await until('the sentinels to know each other and the replica', async () => {
+      // Each sentinel has found the replicas and the two other sentinels (hello messages, every 2 s).
+      await until('the sentinels to know each other and the replicas', async () => {
         for (const sentinel of sentinels) {
-          const others = (await ask(sentinel.port, 'SENTINEL', 'SENTINELS', SENTINEL_NAME)) as unknown[];
-          const replicas = (await ask(sentinel.port, 'SENTINEL', 'REPLICAS', SENTINEL_NAME)) as unknown[];
-          if (others.length !== 2 || replicas.length !== 1) return false;
+          const known = (await ask(sentinel.port, 'SENTINEL', 'SENTINELS', SENTINEL_NAME)) as unknown[];
+          const found = (await ask(sentinel.port, 'SENTINEL', 'REPLICAS', SENTINEL_NAME)) as unknown[];
+          if (known.length !== 2 || found.length !== replicas) return false;
         }
         return true;
       });
@@ -220,16 +229,17 @@ export class SentinelTopology {
     throw new Error('no sentinel names a primary');
   }
 
-  /** Resolves once `primary` reports a replica online that acknowledged its offset within the last second. */
+  /** Resolves once `primary` reports every other node a replica online that acknowledged its offset within the last second. */
   async untilReplicated(primary: RedisProcess, ms = 20_000): Promise<number> {
     let last = '';
+    const replicas = Array.from({ length: this.nodes.length - 1 }, (_, i) => `slave${i}`);
     try {
       return await until(
-        `a replica in step with ${primary.address}`,
+        `the replicas in step with ${primary.address}`,
         async () => {
           const info = infoFields(await ask(primary.port, 'INFO', 'replication'));
           last = JSON.stringify(info);
-          return info.role === 'master' && /state=online,.*,lag=[01]$/.test(info.slave0 ?? '');
+          return info.role === 'master' && replicas.every((name) => /state=online,.*,lag=[01]$/.test(info[name] ?? ''));
         },
         ms,
       );
