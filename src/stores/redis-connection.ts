@@ -140,7 +140,7 @@ export class RedisConnection implements StoreHealth {
     this.client.on('connect', () => {
       this.#databaseRefused = false;
     });
-    this.client.on('ready', () => this.#probe());
+    this.client.on('ready', () => this.#connected());
     this.client.on('error', (error: Error) => {
       if (isRefusedSelect(error)) this.#refuseDatabase(error);
       // The rest of a connection dropped for its database fails too, for no other reason.
@@ -371,12 +371,13 @@ export class RedisConnection implements StoreHealth {
 
   /**
    * While Redis is connected but cannot serve (it stopped answering, answers errors, is a
-   * replica), checks it thoroughly, one check at a time and less often as it keeps failing,
-   * until one passes. While it is disconnected, reconnecting is ioredis's job.
+   * replica), checks it thoroughly, one check at a time, after 0.1 s, 0.2 s, … at most 1 s as it
+   * keeps failing, until one passes; a new connection is checked at once. While it is
+   * disconnected, reconnecting is ioredis's job.
    */
   #probe(): void {
-    if (this.#probing || this.#closing || this.#unavailable === null || this.client.status !== 'ready') return;
-    clearTimeout(this.#probeTimer);
+    const waiting = this.#probing || this.#probeTimer !== undefined;
+    if (waiting || this.#closing || this.#unavailable === null || this.client.status !== 'ready') return;
     this.#probing = true;
     this.#verify(true).then(
       () => {
@@ -386,13 +387,24 @@ export class RedisConnection implements StoreHealth {
       },
       (error: Error) => {
         this.#probing = false;
+        this.#probeTimer = setTimeout(() => {
+          this.#probeTimer = undefined;
+          this.#probe();
+        }, this.#probeDelayMs).unref();
+        this.#probeDelayMs = Math.min(this.#probeDelayMs * 2, MAX_RECONNECT_DELAY_MS);
         const reason = this.#commandReason(error);
         // A connection lost meanwhile is reported by its own events, with its cause.
         if (reason !== CONNECTION_CLOSED) this.#lost(reason);
-        this.#probeTimer = setTimeout(() => this.#probe(), this.#probeDelayMs).unref();
-        this.#probeDelayMs = Math.min(this.#probeDelayMs * 2, MAX_RECONNECT_DELAY_MS);
       },
     );
+  }
+
+  /** A new connection: checked at once. */
+  #connected(): void {
+    clearTimeout(this.#probeTimer);
+    this.#probeTimer = undefined;
+    this.#probeDelayMs = PROBE_INTERVAL_MS;
+    this.#probe();
   }
 
   #available(): void {
