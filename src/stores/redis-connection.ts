@@ -17,10 +17,11 @@ import {
 /** The longest pause between two attempts to reconnect: how long recovery may lag behind Redis. */
 const MAX_RECONNECT_DELAY_MS = 1000;
 /**
- * The same with Sentinel: each attempt asks a sentinel for the primary first, which answers at
- * once, so trying often finds a newly promoted primary soon after the sentinels name it.
+ * The same with Sentinel, where each attempt asks a sentinel for the primary first, which answers
+ * at once, and between two checks of a Cluster, which stays connected through a failover, so that
+ * only a check finds that a replica took the slots over: a new primary serves soon after it is one.
  */
-const MAX_SENTINEL_RECONNECT_DELAY_MS = 200;
+const MAX_FAILOVER_DELAY_MS = 200;
 /** The first pause between two checks of a Redis that is connected but failing, doubled up to the longest. */
 const PROBE_INTERVAL_MS = 100;
 
@@ -95,6 +96,7 @@ export class RedisConnection implements StoreHealth {
   #closing = false;
   #probing = false;
   #probeDelayMs = PROBE_INTERVAL_MS;
+  readonly #maxProbeDelayMs: number;
   #probeTimer: NodeJS.Timeout | undefined;
   readonly #minReplicasAck: number;
   /**
@@ -118,7 +120,8 @@ export class RedisConnection implements StoreHealth {
       scripts: new Map(),
     };
     this.#minReplicasAck = minReplicasAck;
-    const maxDelay = settings.redisSentinels === null ? MAX_RECONNECT_DELAY_MS : MAX_SENTINEL_RECONNECT_DELAY_MS;
+    const maxDelay = settings.redisSentinels === null ? MAX_RECONNECT_DELAY_MS : MAX_FAILOVER_DELAY_MS;
+    this.#maxProbeDelayMs = settings.redisClusterNodes === null ? MAX_RECONNECT_DELAY_MS : MAX_FAILOVER_DELAY_MS;
     const hooks = {
       // Asking for a database Redis refuses again and again would be one connection after another.
       retryDelay: (attempt: number) =>
@@ -391,7 +394,7 @@ export class RedisConnection implements StoreHealth {
           this.#probeTimer = undefined;
           this.#probe();
         }, this.#probeDelayMs).unref();
-        this.#probeDelayMs = Math.min(this.#probeDelayMs * 2, MAX_RECONNECT_DELAY_MS);
+        this.#probeDelayMs = Math.min(this.#probeDelayMs * 2, this.#maxProbeDelayMs);
         const reason = this.#commandReason(error);
         // A connection lost meanwhile is reported by its own events, with its cause.
         if (reason !== CONNECTION_CLOSED) this.#lost(reason);
