@@ -171,15 +171,18 @@ export class RedisConnection implements StoreHealth {
 
   /**
    * Runs one command, at once failing while Redis is unavailable. Any failure, an outage, a
-   * timeout or an error answered by Redis, becomes a StoreUnavailableError.
+   * timeout or an error answered by Redis, becomes a StoreUnavailableError. `write`: the command
+   * writes, so its success, with no replicas to wait for, ends a refusal for want of replicas.
    */
-  async run<T>(command: (client: RedisClient) => Promise<T>): Promise<T> {
+  async run<T>(command: (client: RedisClient) => Promise<T>, write = false): Promise<T> {
     if (this.#unavailable !== null) {
       this.#probe();
       throw new StoreUnavailableError(this.#unavailable.text);
     }
     try {
-      return await command(this.client);
+      const answer = await command(this.client);
+      if (write && this.#writer === null) this.#enoughReplicas();
+      return answer;
     } catch (error) {
       if (isTooFewReplicas(error)) throw this.#tooFewReplicas((error as Error).message, error);
       // The connection's own reason, e.g. ECONNREFUSED, says more than "Stream isn't writeable".
@@ -198,7 +201,7 @@ export class RedisConnection implements StoreHealth {
    * only once REDIS_MIN_REPLICAS_ACK replicas have it. Fewer within the timeout, or a primary
    * that refuses writes for want of replicas: a StoreUnavailableError, and the write, if made
    * at all, is on the primary alone, and may be lost with it. `applied` says from the write's
-   * answer whether it wrote anything: a write that changed nothing answers at once. One pipeline,
+   * answer whether it wrote anything: one that changed nothing is answered whatever WAIT says. One pipeline,
    * so that the WAIT runs on the connection, and in a Cluster the node, of the write.
    */
   async runReplicated<T>(write: (pipeline: ChainableCommander) => void, applied: (answer: T) => boolean): Promise<T> {
@@ -235,11 +238,14 @@ export class RedisConnection implements StoreHealth {
         waitError,
       );
     }
-    if (this.#replicasShort) {
-      this.#replicasShort = false;
-      this.#log.info('Redis has the replicas it needs again: profile writes are answered again');
-    }
+    this.#enoughReplicas();
     return answer as T;
+  }
+
+  #enoughReplicas(): void {
+    if (!this.#replicasShort) return;
+    this.#replicasShort = false;
+    this.#log.info('Redis has the replicas it needs again: profile writes are answered again');
   }
 
   /** A write refused or not acknowledged for want of replicas: one warning while it goes on. */

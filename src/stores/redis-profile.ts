@@ -70,7 +70,7 @@ export class RedisProfileStore implements ProfileStore {
           (pipeline) => pipeline.compareAndSetProfile(...args),
           (answer) => answer === 1,
         )
-      : await this.#connection.run((client) => client.compareAndSetProfile(...args));
+      : await this.#connection.run((client) => client.compareAndSetProfile(...args), true);
     return done === 1 ? stored : null;
   }
 }

@@ -388,19 +388,32 @@ describe('Redis stores', { skip: REDIS_SERVER_MISSING && REDIS_SKIP_REASON }, ()
     });
 
     it('fails a write at once, and only the write, when the primary refuses it for want of replicas (min-replicas-to-write)', async () => {
-      const profile = new RedisProfileStore(connection);
-      const { version } = await profile.get();
-      await connection.client.config('SET', 'min-replicas-to-write', '1');
-      try {
-        assert.match(
-          await assertFailsFast(() => profile.compareAndSet(version, ADA)),
-          /^Redis has too few replicas in step: NOREPLICAS /,
+      await withOwnConnection(async (own, logs) => {
+        await untilAvailable(own);
+        const profile = new RedisProfileStore(own);
+        const counts = new RedisRateLimitStore(own);
+        const { version } = await profile.get();
+        await connection.client.config('SET', 'min-replicas-to-write', '1');
+        try {
+          assert.match(
+            await assertFailsFast(() => profile.compareAndSet(version, ADA)),
+            /^Redis has too few replicas in step: NOREPLICAS /,
+          );
+          await assertFailsFast(() => counts.incr('a', 1000));
+          assert.equal((await profile.get()).version, version);
+          assert.equal(await own.unavailableReason(), null);
+          assert.deepEqual(logs.warnings(), [REPLICAS_WARNING]);
+        } finally {
+          await connection.client.config('SET', 'min-replicas-to-write', '0');
+        }
+        // The next write that Redis takes ends it, in one line.
+        assert.equal((await profile.compareAndSet(version, ADA))?.version, version + 1);
+        assert.equal(
+          logs.lines.at(-1)?.msg,
+          'Redis has the replicas it needs again: profile writes are answered again',
         );
-        assert.equal((await profile.get()).version, version);
-        assert.equal(await connection.unavailableReason(), null);
-      } finally {
-        await connection.client.config('SET', 'min-replicas-to-write', '0');
-      }
+        assert.deepEqual(logs.warnings(), [REPLICAS_WARNING]);
+      });
     });
   });
 });
