@@ -131,6 +131,32 @@ describe('several instances sharing one Redis', { skip: REDIS_SERVER_MISSING && 
     assert.equal(read.headers.etag, written.headers.etag);
   });
 
+  it('REDIS_MIN_REPLICAS_ACK=1 on a Redis with no replica: a write 503 after the timeout, made on the primary alone; reads go on', async () => {
+    const durable = await instance(server.url, { redisMinReplicasAck: 1 });
+    open.push(durable);
+    await untilReady(durable.client);
+    const taken = String((await durable.client.send({ path: '/api/profile' })).headers.etag);
+    const started = performance.now();
+    const refused = await writeProfile(durable.client, 'PUT', { name: 'Ada' }, { 'if-match': taken });
+    const elapsed = performance.now() - started;
+    assertStoreUnavailable(refused);
+    assert.ok(elapsed > TIMEOUT_MS - 50 && elapsed < TIMEOUT_MS + MARGIN_MS, `took ${elapsed} ms`);
+    // Not known to be durable, but made: read back from another instance, and a retry with the
+    // same If-Match cannot make it twice.
+    const read = await b.client.send({ path: '/api/profile' });
+    assert.deepEqual(read.json(), { name: 'Ada', email: null, bio: null });
+    assert.notEqual(read.headers.etag, taken);
+    assertEnvelope(
+      await writeProfile(durable.client, 'PUT', { name: 'Ada' }, { 'if-match': taken }),
+      412,
+      'PRECONDITION_FAILED',
+    );
+    assert.equal((await durable.client.send({ path: '/readyz' })).status, 200);
+    assert.deepEqual(durable.logs.warnings(), [
+      'Redis has too few replicas in step: profile writes answer 503 until it has them again',
+    ]);
+  });
+
   it('lets exactly one of 50 writers with the same If-Match, split across A and B, win; 49 get 412', async () => {
     const taken = String((await b.client.send({ path: '/api/profile' })).headers.etag);
     const answers = await Promise.all(

@@ -105,6 +105,13 @@ export function createRedisClient(settings: RedisSettings, hooks: RedisClientHoo
       {
         keyPrefix: settings.redisKeyPrefix,
         enableOfflineQueue: false,
+        // A slot without a primary (its node lost, the cluster failing over) fails the command at
+        // once instead of retrying it for up to REDIS_TIMEOUT_MS; the MOVED that a node answers
+        // once a replica has taken over sends the next command there and refreshes the slots.
+        retryDelayOnFailover: 0,
+        retryDelayOnClusterDown: 0,
+        // An instance with no traffic learns of a failover too, before its next request.
+        slotsRefreshInterval: 1000,
         redisOptions,
         clusterRetryStrategy: (attempt) => {
           // The slot refresher connects with a copy of a node's options.

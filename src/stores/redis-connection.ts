@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { FastifyBaseLogger } from 'fastify';
-import { Redis, ReplyError } from 'ioredis';
+import { type ChainableCommander, Redis, ReplyError } from 'ioredis';
 import { redisTlsOn } from '../config.js';
 import { type StoreHealth, StoreUnavailableError } from './availability.js';
 import { createRedisClient, type RedisClient, type RedisSettings } from './redis-client.js';
@@ -16,11 +16,19 @@ import {
 
 /** The longest pause between two attempts to reconnect: how long recovery may lag behind Redis. */
 const MAX_RECONNECT_DELAY_MS = 1000;
+/**
+ * The same with Sentinel, where each attempt asks a sentinel for the primary first, which answers
+ * at once, and between two checks of a Cluster, which stays connected through a failover, so that
+ * only a check finds that a replica took the slots over: a new primary serves soon after it is one.
+ */
+const MAX_FAILOVER_DELAY_MS = 200;
 /** The first pause between two checks of a Redis that is connected but failing, doubled up to the longest. */
 const PROBE_INTERVAL_MS = 100;
 
 export interface RedisConnectionOptions {
   settings: RedisSettings;
+  /** How many replicas must have a write run by `runReplicated` before it is answered (REDIS_MIN_REPLICAS_ACK). */
+  minReplicasAck?: number;
   log: FastifyBaseLogger;
 }
 
@@ -41,6 +49,15 @@ class RedisStateError extends Error {
 const NOT_CONNECTED: Reason = { kind: 'unreachable', text: 'Redis is not connected yet.' };
 
 const OUTAGE_WARNING = 'Redis is unavailable: rate limiting is off and profile requests answer 503 until it is back';
+const REPLICAS_WARNING = 'Redis has too few replicas in step: profile writes answer 503 until it has them again';
+
+/**
+ * A write refused by a primary with too few replicas (its `min-replicas-to-write`): Redis itself
+ * is there and serves reads, so this fails the one request, not the connection.
+ */
+function isTooFewReplicas(error: unknown): boolean {
+  return error instanceof ReplyError && /(^|: )NOREPLICAS /.test((error as Error).message);
+}
 
 /**
  * The one connection to Redis that the Redis stores share, and its health, whichever Redis it
@@ -51,7 +68,8 @@ const OUTAGE_WARNING = 'Redis is unavailable: rate limiting is off and profile r
  * as the stores use it (a primary, their commands and keys allowed) before it is used. So the
  * service starts without Redis and recovers without a restart. A warning is logged when an
  * outage begins, or turns into another kind (unreachable, refused credentials, ...), and one
- * line when it ends, whatever the number of requests in between.
+ * line when it ends, whatever the number of requests in between. With REDIS_MIN_REPLICAS_ACK, the
+ * profile writes go over a second client, followed by WAIT (`runReplicated`).
  */
 export class RedisConnection implements StoreHealth {
   readonly client: RedisClient;
@@ -78,9 +96,18 @@ export class RedisConnection implements StoreHealth {
   #closing = false;
   #probing = false;
   #probeDelayMs = PROBE_INTERVAL_MS;
+  readonly #maxProbeDelayMs: number;
   #probeTimer: NodeJS.Timeout | undefined;
+  readonly #minReplicasAck: number;
+  /**
+   * With REDIS_MIN_REPLICAS_ACK, a client of its own for the writes that wait for replicas: WAIT
+   * holds up the connection it runs on, which must not be the one every read and count shares.
+   */
+  readonly #writer: RedisClient | null;
+  /** Whether writes are being refused for too few replicas: logged once when it starts and once when it ends. */
+  #replicasShort = false;
 
-  constructor({ settings, log }: RedisConnectionOptions) {
+  constructor({ settings, minReplicasAck = 0, log }: RedisConnectionOptions) {
     this.#timeoutMs = settings.redisTimeoutMs;
     this.#log = log;
     this.#tls = redisTlsOn(settings);
@@ -92,12 +119,25 @@ export class RedisConnection implements StoreHealth {
         addresses?.map(({ host, port }) => `${host.includes(':') ? `[${host}]` : host}:${port}`).join(',') ?? null,
       scripts: new Map(),
     };
-    this.client = createRedisClient(settings, {
+    this.#minReplicasAck = minReplicasAck;
+    const maxDelay = settings.redisSentinels === null ? MAX_RECONNECT_DELAY_MS : MAX_FAILOVER_DELAY_MS;
+    this.#maxProbeDelayMs = settings.redisClusterNodes === null ? MAX_RECONNECT_DELAY_MS : MAX_FAILOVER_DELAY_MS;
+    const hooks = {
       // Asking for a database Redis refuses again and again would be one connection after another.
-      retryDelay: (attempt) =>
-        this.#databaseRefused ? MAX_RECONNECT_DELAY_MS : Math.min(attempt * 100, MAX_RECONNECT_DELAY_MS),
-      onPassword: (password) => this.#secrets.add(password),
-    });
+      retryDelay: (attempt: number) =>
+        this.#databaseRefused ? MAX_RECONNECT_DELAY_MS : Math.min(attempt * 100, maxDelay),
+      onPassword: (password: string) => this.#secrets.add(password),
+    };
+    this.client = createRedisClient(settings, hooks);
+    this.#writer = minReplicasAck > 0 ? createRedisClient(settings, hooks) : null;
+    // Its failures are the requests' own; the shared client's events tell the state of Redis.
+    this.#writer?.on('error', () => {});
+    for (const client of [this.client, this.#writer]) {
+      if (client instanceof Redis) this.#keepConnecting(client, maxDelay);
+      // ioredis connects to a node of a Cluster at its first command, and, with no queue, fails
+      // every other command sent to it meanwhile: each connects as soon as the slots name it.
+      else client?.on('+node', (node: Redis) => node.connect().catch(() => {}));
+    }
     // Each connection selects the database of the URL before it is ready, and is checked before
     // it is used.
     this.client.on('connect', () => {
@@ -117,9 +157,10 @@ export class RedisConnection implements StoreHealth {
     this.client.on('close', () => this.#unavailable === null && this.#lost(CONNECTION_CLOSED));
   }
 
-  /** Defines a store's Lua script of one key as a command of the client, `name`. */
+  /** Defines a store's Lua script of one key as a command of the clients, `name`, also in a pipeline. */
   defineScript(name: string, lua: string): void {
     this.client.defineCommand(name, { numberOfKeys: 1, lua });
+    this.#writer?.defineCommand(name, { numberOfKeys: 1, lua });
     this.#use.scripts.set(createHash('sha1').update(lua).digest('hex'), lua);
   }
 
@@ -130,20 +171,90 @@ export class RedisConnection implements StoreHealth {
 
   /**
    * Runs one command, at once failing while Redis is unavailable. Any failure, an outage, a
-   * timeout or an error answered by Redis, becomes a StoreUnavailableError.
+   * timeout or an error answered by Redis, becomes a StoreUnavailableError. `write`: the command
+   * writes, so its success, with no replicas to wait for, ends a refusal for want of replicas.
    */
-  async run<T>(command: (client: RedisClient) => Promise<T>): Promise<T> {
+  async run<T>(command: (client: RedisClient) => Promise<T>, write = false): Promise<T> {
     if (this.#unavailable !== null) {
       this.#probe();
       throw new StoreUnavailableError(this.#unavailable.text);
     }
     try {
-      return await command(this.client);
+      const answer = await command(this.client);
+      if (write && this.#writer === null) this.#enoughReplicas();
+      return answer;
     } catch (error) {
+      if (isTooFewReplicas(error)) throw this.#tooFewReplicas((error as Error).message, error);
       // The connection's own reason, e.g. ECONNREFUSED, says more than "Stream isn't writeable".
       if (this.#unavailable === null) this.#lost(this.#commandReason(error as Error));
       throw new StoreUnavailableError(this.#reason(), { cause: error });
     }
+  }
+
+  /** Whether writes wait for replicas: then the stores write through `runReplicated`. */
+  get replicatedWrites(): boolean {
+    return this.#writer !== null;
+  }
+
+  /**
+   * Runs a write, queued on `pipeline`, followed by `WAIT`, and answers what the write answered
+   * only once REDIS_MIN_REPLICAS_ACK replicas have it. Fewer within the timeout, or a primary
+   * that refuses writes for want of replicas: a StoreUnavailableError, and the write, if made
+   * at all, is on the primary alone, and may be lost with it. `applied` says from the write's
+   * answer whether it wrote anything: one that changed nothing is answered whatever WAIT says. One pipeline,
+   * so that the WAIT runs on the connection, and in a Cluster the node, of the write.
+   */
+  async runReplicated<T>(write: (pipeline: ChainableCommander) => void, applied: (answer: T) => boolean): Promise<T> {
+    const writer = this.#writer;
+    if (writer === null) throw new Error('runReplicated needs REDIS_MIN_REPLICAS_ACK');
+    if (this.#unavailable !== null) {
+      this.#probe();
+      throw new StoreUnavailableError(this.#unavailable.text);
+    }
+    if (writer.status !== 'ready') throw new StoreUnavailableError(CONNECTION_CLOSED.text);
+    const pipeline = writer.pipeline();
+    write(pipeline);
+    let results: [Error | null, unknown][] | null;
+    try {
+      results = await pipeline.wait(this.#minReplicasAck, this.#timeoutMs).exec();
+    } catch (error) {
+      throw new StoreUnavailableError(this.#commandReason(error as Error).text, { cause: error });
+    }
+    const [[writeError, answer] = [null, null], [waitError, acknowledged] = [null, 0]] = results ?? [];
+    if (writeError !== null) {
+      if (isTooFewReplicas(writeError)) throw this.#tooFewReplicas(writeError.message, writeError);
+      // A Cluster's slots moved meanwhile: the next write goes where they are now.
+      if (!(writer instanceof Redis) && /^(MOVED|ASK|CLUSTERDOWN) /.test(writeError.message)) {
+        writer.refreshSlotsCache();
+      }
+      throw new StoreUnavailableError(this.#reasonOf(writeError).text, { cause: writeError });
+    }
+    if (!applied(answer as T)) return answer as T;
+    // WAIT answers the count at the timeout; the client's own timeout may fire first.
+    const count = waitError === null ? Number(acknowledged) : 0;
+    if (count < this.#minReplicasAck) {
+      throw this.#tooFewReplicas(
+        `${count} of ${this.#minReplicasAck} replicas acknowledged the write within ${this.#timeoutMs} ms.`,
+        waitError,
+      );
+    }
+    this.#enoughReplicas();
+    return answer as T;
+  }
+
+  #enoughReplicas(): void {
+    if (!this.#replicasShort) return;
+    this.#replicasShort = false;
+    this.#log.info('Redis has the replicas it needs again: profile writes are answered again');
+  }
+
+  /** A write refused or not acknowledged for want of replicas: one warning while it goes on. */
+  #tooFewReplicas(text: string, cause: unknown): StoreUnavailableError {
+    if (!this.#replicasShort) {
+      this.#replicasShort = true;
+      this.#log.warn({ reason: text }, REPLICAS_WARNING);
+    }
+    return new StoreUnavailableError(`Redis has too few replicas in step: ${text}`, { cause });
   }
 
   /**
@@ -164,13 +275,17 @@ export class RedisConnection implements StoreHealth {
   async close(): Promise<void> {
     this.#closing = true;
     clearTimeout(this.#probeTimer);
-    try {
-      await this.client.quit();
-    } catch {
-      // Not connected, or Redis did not answer: nothing left to say goodbye to.
-    } finally {
-      this.client.disconnect();
-    }
+    await Promise.all(
+      [this.client, this.#writer].map(async (client) => {
+        try {
+          await client?.quit();
+        } catch {
+          // Not connected, or Redis did not answer: nothing left to say goodbye to.
+        } finally {
+          client?.disconnect();
+        }
+      }),
+    );
   }
 
   /**
@@ -190,7 +305,28 @@ export class RedisConnection implements StoreHealth {
         });
       }
     }
-    for (const check of this.#checks) await check(client, thorough);
+    for (const check of this.#checks) {
+      try {
+        await check(client, thorough);
+      } catch (error) {
+        // A primary without its replicas refuses the checks' writes, and still serves.
+        if (!isTooFewReplicas(error)) throw error;
+      }
+    }
+  }
+
+  /**
+   * ioredis ends a Sentinel client for good when the sentinels announce a new primary while it
+   * is asking them for the primary (its failover detector closes the connector under that
+   * attempt, which then gives up): unless the service is closing it, it connects again.
+   */
+  #keepConnecting(client: Redis, delayMs: number): void {
+    client.on('end', () => {
+      if (this.#closing) return;
+      setTimeout(() => {
+        if (!this.#closing && client.status === 'end') client.connect().catch(() => {});
+      }, delayMs).unref();
+    });
   }
 
   /** Why Redis cannot serve, as the last failure said. */
@@ -264,7 +400,7 @@ export class RedisConnection implements StoreHealth {
           this.#probeTimer = undefined;
           this.#probe();
         }, this.#probeDelayMs).unref();
-        this.#probeDelayMs = Math.min(this.#probeDelayMs * 2, MAX_RECONNECT_DELAY_MS);
+        this.#probeDelayMs = Math.min(this.#probeDelayMs * 2, this.#maxProbeDelayMs);
         const reason = this.#commandReason(error);
         // A connection lost meanwhile is reported by its own events, with its cause.
         if (reason !== CONNECTION_CLOSED) this.#lost(reason);

@@ -64,9 +64,13 @@ export class RedisProfileStore implements ProfileStore {
   async compareAndSet(expectedVersion: number, next: Profile): Promise<ProfileSnapshot | null> {
     const stored = snapshot(next, expectedVersion + 1);
     const json = JSON.stringify(stored.profile);
-    const done = await this.#connection.run((client) =>
-      client.compareAndSetProfile(KEY, String(expectedVersion), String(stored.version), json),
-    );
+    const args = [KEY, String(expectedVersion), String(stored.version), json] as const;
+    const done = this.#connection.replicatedWrites
+      ? await this.#connection.runReplicated<0 | 1>(
+          (pipeline) => pipeline.compareAndSetProfile(...args),
+          (answer) => answer === 1,
+        )
+      : await this.#connection.run((client) => client.compareAndSetProfile(...args), true);
     return done === 1 ? stored : null;
   }
 }

@@ -40,7 +40,10 @@ export class RedisRateLimitStore implements RateLimitStore {
   }
 
   async incr(key: string, windowMs: number): Promise<RateLimitCount> {
-    const [current, ttl] = await this.#connection.run((client) => client.countRequest(`rate-limit:${key}`, windowMs));
+    const [current, ttl] = await this.#connection.run(
+      (client) => client.countRequest(`rate-limit:${key}`, windowMs),
+      true,
+    );
     // PTTL rounds down: a window in its last millisecond still has one to go.
     return { current, ttl: Math.max(ttl, 1) };
   }

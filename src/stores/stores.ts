@@ -31,7 +31,7 @@ export function createStores(config: Config, log: FastifyBaseLogger): Stores {
       close: async () => {},
     };
   }
-  const connection = new RedisConnection({ settings: config, log });
+  const connection = new RedisConnection({ settings: config, minReplicasAck: config.redisMinReplicasAck, log });
   return {
     profile: new RedisProfileStore(connection),
     rateLimit: new RedisRateLimitStore(connection),

@@ -1,6 +1,6 @@
 import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { Client, type Pool } from 'undici';
+import { Client, type Dispatcher } from 'undici';
 import { MIX, type MixRequest } from '../soak/mix.js';
 
 /**
@@ -33,6 +33,8 @@ export interface LoadOptions {
   outageSlowMs: number;
   /** The phases in which Redis is down: a 503 of the store's is their answer, not a failure. */
   outages: Phase[];
+  /** Whether the load's own writer of the profile runs: false where the test brings writers of its own. */
+  writer?: boolean;
 }
 
 const IDEMPOTENT = new Set(['GET', 'HEAD', 'PUT', 'DELETE', 'OPTIONS']);
@@ -100,7 +102,8 @@ export class MixedLoad {
   #running: Promise<unknown> | undefined;
 
   constructor(
-    readonly pool: Pool,
+    /** A pool of one origin, or a balanced pool of several instances. */
+    readonly pool: Dispatcher,
     readonly options: LoadOptions,
   ) {}
 
@@ -150,7 +153,7 @@ export class MixedLoad {
     const mix = loadMix(cursor);
     this.#running = Promise.all([
       ...Array.from({ length: this.options.clients }, (_, i) => this.#client(mix, i * 3)),
-      this.#writer(),
+      this.options.writer === false ? undefined : this.#writer(),
     ]);
   }
 

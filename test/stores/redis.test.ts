@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { once } from 'node:events';
 import { after, before, beforeEach, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { Redis } from 'ioredis';
 import { pino } from 'pino';
 import { DEFAULT_CONFIG } from '../../src/config.js';
 import { EMPTY_PROFILE } from '../../src/domain/profile.js';
@@ -20,9 +21,10 @@ const TIMEOUT_MS = 1_000;
 const MARGIN_MS = 300;
 
 /** A connection as an instance of the service holds one, logging into `logs`. */
-function connect(url: string, logs = new LogCapture()): RedisConnection {
+function connect(url: string, logs = new LogCapture(), minReplicasAck = 0): RedisConnection {
   return new RedisConnection({
     settings: { ...DEFAULT_CONFIG, redisUrl: url, redisTimeoutMs: TIMEOUT_MS },
+    minReplicasAck,
     log: pino({ level: 'info' }, logs),
   });
 }
@@ -50,6 +52,7 @@ async function assertFailsFast(call: () => Promise<unknown>): Promise<string> {
 }
 
 const OUTAGE_WARNING = 'Redis is unavailable: rate limiting is off and profile requests answer 503 until it is back';
+const REPLICAS_WARNING = 'Redis has too few replicas in step: profile writes answer 503 until it has them again';
 
 describe('Redis stores', { skip: REDIS_SERVER_MISSING && REDIS_SKIP_REASON }, () => {
   let server: RedisServer;
@@ -331,4 +334,98 @@ describe('Redis stores', { skip: REDIS_SERVER_MISSING && REDIS_SKIP_REASON }, ()
       await ended;
     });
   });
+
+  describe('writes that wait for replicas (REDIS_MIN_REPLICAS_ACK)', () => {
+    it('answers a write only once a replica has it: 503 after the timeout without one, the write then on the primary alone', async () => {
+      const logs = new LogCapture();
+      const own = connect(server.url, logs, 1);
+      let replica: RedisServer | undefined;
+      let admin: Redis | undefined;
+      try {
+        await untilAvailable(own);
+        const profile = new RedisProfileStore(own);
+        const { version } = await profile.get();
+        const started = performance.now();
+        const error = await profile.compareAndSet(version, ADA).then(
+          () => assert.fail('expected the write to fail'),
+          (error: unknown) => error,
+        );
+        const elapsed = performance.now() - started;
+        assert.ok(error instanceof StoreUnavailableError, String(error));
+        assert.equal(
+          error.message,
+          `Redis has too few replicas in step: 0 of 1 replicas acknowledged the write within ${TIMEOUT_MS} ms.`,
+        );
+        assert.ok(elapsed > TIMEOUT_MS - 50 && elapsed < TIMEOUT_MS + MARGIN_MS, `took ${elapsed} ms`);
+        // Made, on the primary alone: a failover now could lose it, which is why it got no 200.
+        assert.deepEqual(await profile.get(), { profile: ADA, version: version + 1 });
+        // A write naming a version that is gone changes nothing, as without replicas.
+        assert.equal(await profile.compareAndSet(version, EMPTY_PROFILE), null);
+        // Reads, counts and readiness go on; one warning however many writes fail.
+        await assertFailsFast(() => profile.compareAndSet(version + 1, EMPTY_PROFILE));
+        assert.equal(await own.unavailableReason(), null);
+        assert.equal((await new RedisRateLimitStore(own).incr('a', 1000)).current, 1);
+        assert.deepEqual(logs.warnings(), [REPLICAS_WARNING]);
+
+        // A replica in step: the write is answered, and the replica has it.
+        await connection.client.config('SET', 'repl-diskless-sync-delay', '0'); // not 5 s
+        replica = await RedisServer.start();
+        admin = new Redis(replica.url);
+        // Loaded from the socket, not through a dump file in the working directory.
+        await admin.config('SET', 'repl-diskless-load', 'on-empty-db');
+        await admin.replicaof('127.0.0.1', server.port);
+        await untilReplicaOnline(connection);
+        // (The write before, refused too, was made as well.)
+        const written = await profile.compareAndSet(version + 2, { ...ADA, bio: 'replicated' });
+        assert.equal(written?.version, version + 3);
+        assert.equal(await admin.hget('greeting-service:profile', 'version'), String(version + 3));
+        assert.equal(
+          logs.lines.at(-1)?.msg,
+          'Redis has the replicas it needs again: profile writes are answered again',
+        );
+      } finally {
+        await own.close();
+        admin?.disconnect();
+        await replica?.kill();
+      }
+    });
+
+    it('fails a write at once, and only the write, when the primary refuses it for want of replicas (min-replicas-to-write)', async () => {
+      await withOwnConnection(async (own, logs) => {
+        await untilAvailable(own);
+        const profile = new RedisProfileStore(own);
+        const counts = new RedisRateLimitStore(own);
+        const { version } = await profile.get();
+        await connection.client.config('SET', 'min-replicas-to-write', '1');
+        try {
+          assert.match(
+            await assertFailsFast(() => profile.compareAndSet(version, ADA)),
+            /^Redis has too few replicas in step: NOREPLICAS /,
+          );
+          await assertFailsFast(() => counts.incr('a', 1000));
+          assert.equal((await profile.get()).version, version);
+          assert.equal(await own.unavailableReason(), null);
+          assert.deepEqual(logs.warnings(), [REPLICAS_WARNING]);
+        } finally {
+          await connection.client.config('SET', 'min-replicas-to-write', '0');
+        }
+        // The next write that Redis takes ends it, in one line.
+        assert.equal((await profile.compareAndSet(version, ADA))?.version, version + 1);
+        assert.equal(
+          logs.lines.at(-1)?.msg,
+          'Redis has the replicas it needs again: profile writes are answered again',
+        );
+        assert.deepEqual(logs.warnings(), [REPLICAS_WARNING]);
+      });
+    });
+  });
 });
+
+/** Resolves once the primary `connection` is on has a replica online. */
+async function untilReplicaOnline(connection: RedisConnection, ms = 5000): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!/^slave0:.*state=online/m.test(await connection.client.info('replication'))) {
+    assert.ok(Date.now() < deadline, 'the replica did not come online');
+    await sleep(20);
+  }
+}
