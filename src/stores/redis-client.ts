@@ -72,6 +72,17 @@ function tlsOptions(settings: RedisSettings): ConnectionOptions | undefined {
 }
 
 /**
+ * A TLS handshake that fails (a certificate for another name, say) can end in a second error, the
+ * server's alert, after ioredis's one-time listeners are gone: unheard, it would end the process.
+ * The first error has already told why the connection is lost; the second adds nothing.
+ */
+function hearEveryStreamError(redis: Redis): void {
+  redis.on('error', () => {
+    if (redis.stream.listenerCount('error') === 0) redis.stream.on('error', () => {});
+  });
+}
+
+/**
  * The ioredis client the settings describe, failing fast: no queue while disconnected, no retry
  * of a command, and a command that gets no answer fails after REDIS_TIMEOUT_MS. It connects in
  * the background from here on and reconnects for ever, after `hooks.retryDelay`; each
@@ -125,6 +136,7 @@ export function createRedisClient(settings: RedisSettings, hooks: RedisClientHoo
     // password as the file has it then.
     cluster.on('+node', (node: Redis) => {
       node.options.password = password();
+      hearEveryStreamError(node);
     });
     return cluster;
   }
@@ -163,5 +175,6 @@ export function createRedisClient(settings: RedisSettings, hooks: RedisClientHoo
           // A primary demoted to replica answers writes READONLY: ask the sentinels again.
           reconnectOnError: (error) => error.message.startsWith('READONLY'),
         });
+  hearEveryStreamError(client);
   return client;
 }

@@ -4,7 +4,8 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
-import type { Config } from '../../src/config.js';
+import { type Config, DEFAULT_CONFIG } from '../../src/config.js';
+import { createRedisClient } from '../../src/stores/redis-client.js';
 import { assertEnvelope, type Client, injectClient, LogCapture, type TestResponse } from '../helpers.js';
 import { REDIS_SERVER_MISSING, REDIS_SKIP_REASON, RedisServer } from '../redis-server.js';
 import { makeTlsFiles, OPENSSL_MISSING, OPENSSL_SKIP_REASON, SERVER_NAME, type TlsFiles } from '../tls-files.js';
@@ -162,6 +163,28 @@ describe('Redis in production: TLS and ACLs', {
       });
       await untilReady(byName.client);
       assert.equal((await byName.client.send({ path: '/api/profile' })).status, 200);
+    });
+
+    it('outlives a failed handshake that ends in a second error, the server alert (it would end the process)', async () => {
+      // About one handshake in a thousand refused for its name ends so: many clients, trying fast.
+      const uncaught: Error[] = [];
+      const hear = (error: Error) => uncaught.push(error);
+      process.on('uncaughtException', hear);
+      const settings = { ...DEFAULT_CONFIG, redisUrl: nameOnly.url, redisTlsCaFile: files.ca };
+      const clients = Array.from({ length: 30 }, () =>
+        createRedisClient(settings, { retryDelay: () => 20, onPassword: () => {} }).on('error', () => {}),
+      );
+      try {
+        await sleep(4_000);
+      } finally {
+        for (const client of clients) client.disconnect();
+        await sleep(200);
+        process.off('uncaughtException', hear);
+      }
+      assert.deepEqual(
+        uncaught.map((error) => error.message),
+        [],
+      );
     });
 
     it('shows the client certificate of REDIS_TLS_CERT_FILE to a Redis that requires one (mutual TLS)', async () => {
