@@ -158,13 +158,7 @@ export function clusterSuite(): void {
         const acknowledged = traffic.acknowledged();
         const figures = {
           recoveries,
-          profile: {
-            reads: traffic.answers.filter((a) => a.kind === 'read').length,
-            writes: traffic.answers.filter((a) => a.kind === 'write').length,
-            acknowledged: acknowledged.length,
-            refused_412: traffic.answers.filter((a) => a.status === 412).length,
-            versions_read_then_lost: traffic.versionsLost(),
-          },
+          profile: traffic.figures(),
           load: load.figures(timeline.events.map((e) => e.name)),
         };
         console.log(`cluster: ${JSON.stringify(figures, null, 1)}`);

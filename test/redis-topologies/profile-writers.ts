@@ -185,4 +185,15 @@ export class ProfileTraffic {
     }
     return lost.size;
   }
+
+  /** The counts the suites report. */
+  figures() {
+    return {
+      reads: this.answers.filter((a) => a.kind === 'read').length,
+      writes: this.answers.filter((a) => a.kind === 'write').length,
+      acknowledged: this.acknowledged().length,
+      refused_412: this.answers.filter((a) => a.status === 412).length,
+      versions_read_then_lost: this.versionsLost(),
+    };
+  }
 }

@@ -133,13 +133,7 @@ export function sentinelSuite(replicas = 1, ack = replicas): void {
             'old primary back': Math.round(resyncedMs),
             'planned failover': Math.round(plannedResyncedMs),
           },
-          profile: {
-            reads: traffic.answers.filter((a) => a.kind === 'read').length,
-            writes: traffic.answers.filter((a) => a.kind === 'write').length,
-            acknowledged: acknowledged.length,
-            refused_412: traffic.answers.filter((a) => a.status === 412).length,
-            versions_read_then_lost: traffic.versionsLost(),
-          },
+          profile: traffic.figures(),
           load: load.figures(timeline.events.map((e) => e.name)),
         };
         console.log(`sentinel: ${JSON.stringify(figures, null, 1)}`);
