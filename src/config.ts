@@ -548,7 +548,7 @@ export const SETTINGS = {
   }),
   redisMinReplicasAck: setting({
     env: 'REDIS_MIN_REPLICAS_ACK',
-    help: 'how many replicas must have a profile write before it is answered, 0 to 16 (WAIT, within REDIS_TIMEOUT_MS; fewer: 503)',
+    help: "how many replicas must have a profile write before it is answered, 0 to 16 (WAIT, within REDIS_TIMEOUT_MS; fewer: 503); for no acknowledged write lost in a failover, the number of replicas, with Redis's min-replicas-to-write alike",
     default: 0,
     parse: integer(0, 16),
   }),
