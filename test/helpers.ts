@@ -19,6 +19,13 @@ export class LogCapture extends Writable {
     callback();
   }
 
+  /** The one line logged for the request `id`, asserting there is exactly one. */
+  lineOf(id: unknown): Record<string, unknown> {
+    const lines = this.lines.filter((line) => line.request_id === id);
+    assert.equal(lines.length, 1, `one line for ${id}`);
+    return lines[0] as Record<string, unknown>;
+  }
+
   /** The messages of the warnings logged, from line `from` on. */
   warnings(from = 0): unknown[] {
     return this.lines

@@ -31,16 +31,10 @@ describe('the request log line', () => {
   });
   after(() => app.close());
 
-  const lineOf = (id: unknown) => {
-    const lines = logs.lines.filter((line) => line.request_id === id);
-    assert.equal(lines.length, 1, `one line for ${id}`);
-    return lines[0] as Record<string, unknown>;
-  };
-
   it('is one JSON line per request with the contract fields, in the format pino writes', async () => {
     const before = Date.now();
     const res = await app.inject({ url: '/api/v1/hello/ada?version=1', headers: { 'x-request-id': 'trace-1' } });
-    const line = lineOf('trace-1');
+    const line = logs.lineOf('trace-1');
     assert.deepEqual(Object.keys(line), FIELDS);
     const { time, duration_ms, ...rest } = line;
     assert.deepEqual(rest, {
@@ -58,7 +52,7 @@ describe('the request log line', () => {
     assert.ok(typeof duration_ms === 'number' && duration_ms >= 0 && duration_ms < 1000);
     // pino's own lines (start-up, warnings) share the level, time, pid and hostname fields.
     app.log.info({ request_id: 'pino-1' }, 'by pino');
-    const pino = lineOf('pino-1');
+    const pino = logs.lineOf('pino-1');
     assert.deepEqual(Object.keys(pino).slice(0, 4), FIELDS.slice(0, 4));
   });
 
@@ -73,7 +67,7 @@ describe('the request log line', () => {
       const id = `case-${i}`;
       const res = await app.inject({ method, url, headers: { 'x-request-id': id } });
       assert.equal(res.statusCode, status);
-      assert.deepEqual((({ method, url, route, status }) => ({ method, url, route, status }))(lineOf(id)), {
+      assert.deepEqual((({ method, url, route, status }) => ({ method, url, route, status }))(logs.lineOf(id)), {
         method,
         url,
         route,
@@ -89,7 +83,7 @@ describe('the request log line', () => {
     const sent = async (target: string) => {
       const id = `url-${n++}`;
       await rawExchange(port, `GET ${target} HTTP/1.1\r\nHost: x\r\nX-Request-Id: ${id}\r\nConnection: close\r\n\r\n`);
-      assert.equal(lineOf(id).url, target);
+      assert.equal(logs.lineOf(id).url, target);
     };
     for (const target of ['/api/hello/"quoted"\\back', '/api/nope?x={"a":[1]}&y=\\u0000', '/api/hello/%00%22']) {
       await sent(target);

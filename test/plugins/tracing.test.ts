@@ -44,12 +44,6 @@ describe('W3C Trace Context without export', () => {
   });
   after(() => app.close());
 
-  const lineOf = (id: string) => {
-    const lines = logs.lines.filter((line) => line.request_id === id);
-    assert.equal(lines.length, 1, `one line for ${id}`);
-    return lines[0] as Record<string, unknown>;
-  };
-
   it('continues a valid traceparent: the line has its trace id and a span id of its own, the answer is unchanged', async () => {
     const before = Date.now();
     const res = await app.inject({
@@ -61,7 +55,7 @@ describe('W3C Trace Context without export', () => {
     assert.equal(res.headers['x-request-id'], 'traced-1');
     // The answer names no trace: the contract lists the headers every answer carries.
     for (const name of ['traceparent', 'tracestate', 'traceresponse']) assert.equal(res.headers[name], undefined);
-    const line = lineOf('traced-1');
+    const line = logs.lineOf('traced-1');
     assert.deepEqual(Object.keys(line), TRACED_FIELDS);
     const { time, duration_ms, span_id, ...rest } = line;
     assert.deepEqual(rest, {
@@ -91,16 +85,16 @@ describe('W3C Trace Context without export', () => {
     ]) {
       await app.inject({ url: '/api/hello', headers: { traceparent, 'x-request-id': id } });
     }
-    const spans = ['span-a', 'span-b', 'span-c'].map((id) => lineOf(id).span_id);
+    const spans = ['span-a', 'span-b', 'span-c'].map((id) => logs.lineOf(id).span_id);
     assert.equal(new Set(spans).size, 3);
-    assert.ok(['span-a', 'span-b', 'span-c'].every((id) => lineOf(id).trace_id === TRACE_ID));
+    assert.ok(['span-a', 'span-b', 'span-c'].every((id) => logs.lineOf(id).trace_id === TRACE_ID));
   });
 
   it('invents no trace for a request without traceparent, nor for a tracestate alone', async () => {
     await app.inject({ url: '/api/hello', headers: { 'x-request-id': 'plain-1' } });
     await app.inject({ url: '/api/hello', headers: { 'x-request-id': 'plain-2', tracestate: 'rojo=1' } });
-    assert.deepEqual(Object.keys(lineOf('plain-1')), UNTRACED_FIELDS);
-    assert.deepEqual(Object.keys(lineOf('plain-2')), UNTRACED_FIELDS);
+    assert.deepEqual(Object.keys(logs.lineOf('plain-1')), UNTRACED_FIELDS);
+    assert.deepEqual(Object.keys(logs.lineOf('plain-2')), UNTRACED_FIELDS);
   });
 
   for (const [what, traceparent] of INVALID_TRACEPARENTS) {
@@ -110,7 +104,7 @@ describe('W3C Trace Context without export', () => {
       assert.equal(res.statusCode, 200);
       assert.equal(res.body, '{"greeting":"Hello, ada!"}');
       assert.equal(res.headers['x-request-id'], id);
-      assert.deepEqual(Object.keys(lineOf(id)), UNTRACED_FIELDS);
+      assert.deepEqual(Object.keys(logs.lineOf(id)), UNTRACED_FIELDS);
     });
   }
 
@@ -127,7 +121,7 @@ describe('W3C Trace Context without export', () => {
           `traceparent: ${second}\r\nConnection: close\r\n\r\n`,
       );
       assert.match(answer, /^HTTP\/1\.1 200 OK\r\n/);
-      assert.deepEqual(Object.keys(lineOf(id)), UNTRACED_FIELDS);
+      assert.deepEqual(Object.keys(logs.lineOf(id)), UNTRACED_FIELDS);
     }
   });
 
@@ -137,7 +131,7 @@ describe('W3C Trace Context without export', () => {
       headers: { traceparent: VALID_TRACEPARENT, 'x-request-id': 'failed-1' },
     });
     assert.equal(res.statusCode, 500);
-    const line = lineOf('failed-1');
+    const line = logs.lineOf('failed-1');
     assert.equal(line.level, 50);
     assert.equal(line.msg, 'request failed');
     assert.equal(line.trace_id, TRACE_ID);

@@ -5,12 +5,10 @@ import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { BalancedPool, Client } from 'undici';
-import { MixedLoad } from '../cluster/load.js';
+import { Client } from 'undici';
 import { killAllServers, type RunningServer, withTimeout } from '../server-process.js';
-import { originOf, startInstances } from './instances.js';
-import { ProfileTraffic } from './profile-writers.js';
-import { type Recovery, readsServedSince, Timeline } from './recovery.js';
+import { failoverRun, originOf, startInstances } from './instances.js';
+import { type Recovery, readsServedSince } from './recovery.js';
 import { ask, ClusterTopology, type RedisProcess, slotOf, TOPOLOGIES_SKIP_REASON, until } from './topologies.js';
 
 /**
@@ -116,22 +114,7 @@ export function clusterSuite(): void {
     it("serves again within a second of a primary's failover, losing no acknowledged write; the count exact after", {
       timeout: 60_000,
     }, async () => {
-      const origins = instances.map(originOf);
-      const pool = new BalancedPool(origins, { connections: 4, pipelining: 1 });
-      const load = new MixedLoad(pool, {
-        clients: 4,
-        paceMs: 25,
-        maxRequests: 40_000,
-        slowMs: 1500,
-        outageSlowMs: 1500,
-        outages: ['primary killed'],
-        writer: false,
-      });
-      const traffic = new ProfileTraffic(origins, { writers: 2, readers: 2, paceMs: 20 });
-      const timeline = new Timeline((name) => {
-        load.phase = name;
-      });
-      const first = Number((await fetch(`${origins[0]}/api/profile`)).headers.get('etag')?.slice(1, -1));
+      const { pool, load, traffic, timeline, first } = await failoverRun(instances, ['primary killed'], 2);
       const profileSlot = await slotOf(topology.nodes[0]?.port ?? 0, `${KEY_PREFIX}profile`);
       const victim = await topology.primaryOfSlot(profileSlot);
       await load.start();

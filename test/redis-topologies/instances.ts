@@ -1,6 +1,9 @@
 import { join } from 'node:path';
-import { statusOf } from '../cluster/load.js';
+import { BalancedPool } from 'undici';
+import { MixedLoad, statusOf } from '../cluster/load.js';
 import { type RunningServer, startServer } from '../server-process.js';
+import { ProfileTraffic } from './profile-writers.js';
+import { Timeline } from './recovery.js';
 import { until } from './topologies.js';
 
 /** What every instance of these tests shares: one cursor secret, and no rate limit unless asked. */
@@ -31,3 +34,28 @@ export async function startInstances(
 }
 
 export const originOf = ({ port }: RunningServer) => `http://127.0.0.1:${port}`;
+
+/**
+ * What a failover test runs against the instances, not yet started: the paced mixed load (its
+ * outages named as the test's events), the profile's writers and readers, the timeline that tells
+ * the load which phase it is in, and the profile's version before any of it.
+ */
+export async function failoverRun(instances: RunningServer[], outages: string[], writers: number) {
+  const origins = instances.map(originOf);
+  const pool = new BalancedPool(origins, { connections: 4, pipelining: 1 });
+  const load = new MixedLoad(pool, {
+    clients: 4,
+    paceMs: 25,
+    maxRequests: 40_000,
+    slowMs: 1500,
+    outageSlowMs: 1500,
+    outages,
+    writer: false,
+  });
+  const traffic = new ProfileTraffic(origins, { writers, readers: 2, paceMs: 20 });
+  const timeline = new Timeline((name) => {
+    load.phase = name;
+  });
+  const first = Number((await fetch(`${origins[0]}/api/profile`)).headers.get('etag')?.slice(1, -1));
+  return { origins, pool, load, traffic, timeline, first };
+}

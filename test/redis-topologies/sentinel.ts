@@ -5,12 +5,9 @@ import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { BalancedPool } from 'undici';
-import { MixedLoad } from '../cluster/load.js';
 import { killAllServers, type RunningServer, withTimeout } from '../server-process.js';
-import { originOf, startInstances } from './instances.js';
-import { ProfileTraffic } from './profile-writers.js';
-import { type Recovery, readsServedSince, Timeline } from './recovery.js';
+import { failoverRun, startInstances } from './instances.js';
+import { type Recovery, readsServedSince } from './recovery.js';
 import {
   ask,
   type RedisProcess,
@@ -66,22 +63,11 @@ export function sentinelSuite(replicas = 1, ack = replicas): void {
     it('loses and doubles no acknowledged write, serves only from the primary, and is back within a second of each failover', {
       timeout: 90_000,
     }, async () => {
-      const origins = instances.map(originOf);
-      const pool = new BalancedPool(origins, { connections: 4, pipelining: 1 });
-      const load = new MixedLoad(pool, {
-        clients: 4,
-        paceMs: 25,
-        maxRequests: 40_000,
-        slowMs: 1500,
-        outageSlowMs: 1500,
-        outages: ['primary killed', 'old primary back', 'planned failover'],
-        writer: false,
-      });
-      const traffic = new ProfileTraffic(origins, { writers: 3, readers: 2, paceMs: 20 });
-      const timeline = new Timeline((name) => {
-        load.phase = name;
-      });
-      const first = Number((await fetch(`${origins[0]}/api/profile`)).headers.get('etag')?.slice(1, -1));
+      const { origins, pool, load, traffic, timeline, first } = await failoverRun(
+        instances,
+        ['primary killed', 'old primary back', 'planned failover'],
+        3,
+      );
       await load.start();
       traffic.start();
       try {
