@@ -9,6 +9,7 @@
  *   npm run bench -- --only hello,echo --total 0    # some endpoints (by name), no million-request run
  *   npm run bench -- --load autocannon              # wrk is used when installed
  *   npm run bench -- --tracing                      # adds the service exporting spans: all, and a tenth
+ *   npm run bench -- --parts --only hello --total 0 # what each default costs: the service with each turned off
  *
  * Prints a Markdown report (the one BENCHMARKS.md quotes) and writes it, with the raw
  * figures as JSON, to bench/results/.
@@ -34,6 +35,7 @@ const { values: options } = parseArgs({
     baseline: { type: 'string' },
     only: { type: 'string' },
     tracing: { type: 'boolean', default: false },
+    parts: { type: 'boolean', default: false },
   },
 });
 /** The endpoints measured: all, or those whose name contains one of the words of `--only`. */
@@ -109,6 +111,18 @@ async function otlpSink() {
 }
 const tracing = options.tracing ? await otlpSink() : null;
 
+/**
+ * With --parts, the service with one default at a time turned off, then all three, and bare
+ * Fastify: what each part of the production defaults costs, and what the framework does.
+ */
+const PARTS = [
+  serviceServer('no-log', 'LOG_LEVEL=warn', root, { LOG_LEVEL: 'warn' }),
+  serviceServer('no-metrics', 'METRICS_ENABLED=false', root, { METRICS_ENABLED: 'false' }),
+  serviceServer('no-limit', 'RATE_LIMIT_MAX=0', root, { RATE_LIMIT_MAX: '0' }),
+  serviceServer('none', 'all three off', root, { LOG_LEVEL: 'warn', METRICS_ENABLED: 'false', RATE_LIMIT_MAX: '0' }),
+  { key: 'fastify', label: 'bare Fastify', cwd: root, script: 'bench/servers/fastify.js', env: {} },
+];
+
 /** The servers compared, the service first. */
 const SERVERS = [
   serviceServer('service', 'service', root),
@@ -123,8 +137,11 @@ const SERVERS = [
           OTEL_TRACES_SAMPLER_ARG: '0.1',
         }),
       ]),
+  ...(options.parts ? PARTS : []),
   { key: 'node', label: 'node:http', cwd: root, script: 'bench/servers/node-http.js', env: {} },
-  { key: 'express', label: 'Express 5', cwd: root, script: 'bench/servers/express.js', env: {} },
+  ...(options.parts
+    ? []
+    : [{ key: 'express', label: 'Express 5', cwd: root, script: 'bench/servers/express.js', env: {} }]),
 ];
 
 async function start(server) {
@@ -138,7 +155,9 @@ async function start(server) {
   });
   const base = `http://127.0.0.1:${port}`;
   const startupMs = await firstOk(`${base}/api/hello`, startedAt);
-  return { ...server, child, base, startupMs };
+  // Idle: a second after the first answer, with nothing else asked of it.
+  await sleep(1000);
+  return { ...server, child, base, startupMs, idleRssMb: rssBytes(child.pid) / MB };
 }
 
 function rssBytes(pid) {
@@ -272,6 +291,7 @@ async function main() {
         totalRequests: TOTAL_REQUESTS,
       },
       startupMs: Object.fromEntries(servers.map((server) => [server.key, server.startupMs])),
+      idleRssMb: Object.fromEntries(servers.map((server) => [server.key, server.idleRssMb])),
       peakRssDuringRunsMb: Object.fromEntries([...rss].map(([key, sampler]) => [key, sampler.peak() / MB])),
       soak,
       endpoints: MEASURED.map((endpoint) => {
@@ -302,8 +322,25 @@ async function main() {
 
 const ms = (value) => (value < 10 ? fixed(value, 1) : fixed(value));
 
+/** With --parts: each variant's req/s as a share of node:http's, and its CPU per request. */
+function partsTable(report) {
+  const parts = report.servers.filter(({ key }) => key === 'service' || PARTS.some((part) => part.key === key));
+  const header = ['endpoint', ...parts.map(({ label }) => `${label}: / node:http, CPU µs/req`), 'node:http CPU µs/req'];
+  const rows = report.endpoints.map((endpoint) => [
+    endpoint.name,
+    ...parts.map(({ key }) => `${fixed(endpoint[key].rps / endpoint.node.rps, 2)}, ${fixed(endpoint[key].cpuMicros)}`),
+    fixed(endpoint.node.cpuMicros),
+  ]);
+  return [
+    `| ${header.join(' | ')} |`,
+    `|${header.map(() => '---').join('|')}|`,
+    ...rows.map((row) => `| ${row.join(' | ')} |`),
+    '',
+  ];
+}
+
 function toMarkdown(report) {
-  const labels = report.servers;
+  const labels = report.servers.filter(({ key }) => !PARTS.some((part) => part.key === key));
   const compared = labels.filter(({ key }) => key !== 'service');
   const header = [
     'endpoint',
@@ -322,7 +359,7 @@ function toMarkdown(report) {
   );
   const { soak, settings } = report;
   const each = (figures, digits) =>
-    labels.map(({ key, label }) => `${label} ${fixed(figures[key], digits)}`).join(', ');
+    report.servers.map(({ key, label }) => `${label} ${fixed(figures[key], digits)}`).join(', ');
   return [
     `Machine: ${report.machine}.`,
     `Load: ${report.loadGenerator}, one thread, ${settings.connections} connections, ${settings.rounds} alternating rounds of ${settings.durationSeconds} s per endpoint and server; req/s and CPU per request are the medians of the rounds, latency the median p50 and the worst p99.`,
@@ -331,7 +368,9 @@ function toMarkdown(report) {
     `|${header.map(() => '---').join('|')}|`,
     ...rows.map((row) => `| ${row} |`),
     '',
+    ...(options.parts ? partsTable(report) : []),
     `- Start to first 200 (ms): ${each(report.startupMs, 0)}.`,
+    `- Idle RSS a second after the first answer (MB): ${each(report.idleRssMb, 1)}.`,
     `- Peak RSS during the rounds (MB): ${each(report.peakRssDuringRunsMb, 1)}.`,
     soak === null
       ? '- No million-request run (--total 0).'
