@@ -7,7 +7,7 @@ import type { ApiError } from './errors.js';
 import { SocketAnswers } from './http/socket-answers.js';
 import { apiPathTest } from './lib/api-path.js';
 import { compileOnFirstUse } from './lib/compile-on-first-use.js';
-import { RequestLog } from './logging/request-log.js';
+import { RequestLog, requestLogger } from './logging/request-log.js';
 import { errorsPlugin, sendError } from './plugins/errors.js';
 import { HTTP_GUARD_SERVER_OPTIONS, httpGuardPlugin } from './plugins/http-guard.js';
 import { jsonBodyPlugin } from './plugins/json-body.js';
@@ -74,6 +74,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   const app = Fastify({
     logger: { level: config.logLevel, stream: logStream },
     logController: requestLog,
+    childLoggerFactory: requestLogger,
     schemaController: { compilersFactory: { buildSerializer: lazySerializers } },
     // The serialiser's validator only tells the branches of a union apart: the service's own
     // format is known to it, and it need not check it.
@@ -116,7 +117,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
 
   socketAnswers.refuseConnect(app);
 
-  const stores = createStores(config, app.log);
+  const stores = await createStores(config, app.log);
   // Registered before listening, so it runs after Fastify's own close hook has drained the requests.
   app.addHook('onClose', () => stores.close());
 
@@ -166,7 +167,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
       await service.register(currencyRoutes, { cursorSecret: config.cursorSecret });
       await service.register(healthRoutes, { stores: stores.health });
       await service.register(openapiRoute);
-      await service.register(docsRoutes, { contextPath: config.contextPath });
+      await service.register(docsRoutes, { contextPath: config.contextPath, errors: errorsPlugin });
       if (config.metricsEnabled) await service.register(metricsRoute);
     },
     { prefix },

@@ -1,6 +1,6 @@
 import { hostname } from 'node:os';
-import { type FastifyReply, type FastifyRequest, LogController } from 'fastify';
-import { type DestinationStream, type LevelWithSilent, levels } from 'pino';
+import { type FastifyBaseLogger, type FastifyReply, type FastifyRequest, LogController } from 'fastify';
+import { type Bindings, type ChildLoggerOptions, type DestinationStream, type LevelWithSilent, levels } from 'pino';
 
 const INFO = levels.values.info as number;
 
@@ -20,6 +20,81 @@ export interface TraceIds {
 
 /** A request's trace, or null when it has none. */
 export type TraceIdsOf = (request: FastifyRequest) => TraceIds | null;
+
+/**
+ * A request's logger: a pino child with the request's id, made only once something logs through
+ * it. Most requests never do (their one line is `RequestLog`'s), and making a child for each
+ * costs more than the rest of their logging.
+ */
+class RequestLogger implements FastifyBaseLogger {
+  readonly #parent: FastifyBaseLogger;
+  readonly #bindings: Bindings;
+  readonly #options: ChildLoggerOptions;
+  #child: FastifyBaseLogger | undefined;
+
+  constructor(parent: FastifyBaseLogger, bindings: Bindings, options: ChildLoggerOptions) {
+    this.#parent = parent;
+    this.#bindings = bindings;
+    this.#options = options;
+  }
+
+  get #logger(): FastifyBaseLogger {
+    this.#child ??= this.#parent.child(this.#bindings, this.#options);
+    return this.#child;
+  }
+
+  #log(level: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace', args: unknown[]): void {
+    const logger = this.#logger;
+    (logger[level] as (...args: unknown[]) => void).apply(logger, args);
+  }
+
+  get level(): string {
+    return this.#logger.level;
+  }
+
+  set level(level: string) {
+    this.#logger.level = level;
+  }
+
+  fatal(...args: unknown[]): void {
+    this.#log('fatal', args);
+  }
+
+  error(...args: unknown[]): void {
+    this.#log('error', args);
+  }
+
+  warn(...args: unknown[]): void {
+    this.#log('warn', args);
+  }
+
+  info(...args: unknown[]): void {
+    this.#log('info', args);
+  }
+
+  debug(...args: unknown[]): void {
+    this.#log('debug', args);
+  }
+
+  trace(...args: unknown[]): void {
+    this.#log('trace', args);
+  }
+
+  silent(): void {}
+
+  child(bindings: Bindings, options?: ChildLoggerOptions): FastifyBaseLogger {
+    return this.#logger.child(bindings, options);
+  }
+}
+
+/** Fastify's `childLoggerFactory`: each request's logger, made when first used (see `RequestLogger`). */
+export function requestLogger(
+  logger: FastifyBaseLogger,
+  bindings: Bindings,
+  options: ChildLoggerOptions,
+): FastifyBaseLogger {
+  return new RequestLogger(logger, bindings, options);
+}
 
 /**
  * The end of every request, on every path (routes, 404/405, and errors raised before routing),
