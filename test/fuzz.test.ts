@@ -336,7 +336,7 @@ class FuzzedApp {
       headers: Object.fromEntries(request.headers),
       injected,
     };
-    assert.deepEqual(conformanceOf(this.app).problems(sent, res), [], context);
+    assert.deepEqual((await conformanceOf(this.app)).problems(sent, res), [], context);
     const id = res.headers['x-request-id'];
     assert.ok(typeof id === 'string' && SAFE_REQUEST_ID.test(id), `X-Request-Id ${String(id)}: ${context}`);
     const sentIds = header(request, 'x-request-id');

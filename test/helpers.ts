@@ -70,7 +70,7 @@ function response(status: number, headers: TestResponse['headers'], text: string
 export async function injectClient(overrides: Partial<Config> = {}, options: AppOptions = {}): Promise<Client> {
   const app = await buildApp(testConfig(overrides), options);
   await app.ready();
-  const conformance = conformanceOf(app);
+  const conformance = await conformanceOf(app);
   return {
     app,
     async send(request) {
@@ -97,7 +97,7 @@ export async function sendTo(
 export async function httpClient(overrides: Partial<Config> = {}, options: AppOptions = {}): Promise<Client> {
   const app = await buildApp(testConfig(overrides), options);
   const origin = await app.listen({ host: '127.0.0.1', port: 0 });
-  const conformance = conformanceOf(app);
+  const conformance = await conformanceOf(app);
   return {
     app,
     async send(request) {

@@ -42,7 +42,7 @@ async function serve(overrides: Partial<Config>): Promise<Server> {
     if (request.headers[FAIL] !== undefined) throw new Error('an unexpected failure');
   });
   const origin = await app.listen({ host: '127.0.0.1', port: 0 });
-  return { app, origin, port: (app.server.address() as AddressInfo).port, conformance: conformanceOf(app) };
+  return { app, origin, port: (app.server.address() as AddressInfo).port, conformance: await conformanceOf(app) };
 }
 
 function withQuery(path: string, ...parts: string[]): string {

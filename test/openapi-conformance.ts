@@ -311,10 +311,10 @@ const byDocument = new Map<string, DocumentConformance>();
 const byApp = new WeakMap<FastifyInstance, DocumentConformance>();
 
 /** The conformance check of an app's document, compiled once per distinct document. */
-export function conformanceOf(app: FastifyInstance): DocumentConformance {
+export async function conformanceOf(app: FastifyInstance): Promise<DocumentConformance> {
   const known = byApp.get(app);
   if (known !== undefined) return known;
-  const document = app.swagger();
+  const { object: document } = await app.openapi();
   const key = JSON.stringify(document);
   let conformance = byDocument.get(key);
   if (conformance === undefined) {

@@ -1,5 +1,5 @@
-import swagger from '@fastify/swagger';
-import type { FastifyInstance, FastifySchema } from 'fastify';
+import type { SwaggerOptions } from '@fastify/swagger';
+import Fastify, { type FastifyInstance, type FastifySchema, type RouteOptions } from 'fastify';
 import fp from 'fastify-plugin';
 import { type DocumentedStatus, errorDescription, RETRY_AFTER_HEADER } from '../errors.js';
 import { type ApiPathTest, apiBase } from '../lib/api-path.js';
@@ -14,6 +14,10 @@ import { API_VERSION, LICENSE, VERSION } from '../version.js';
  * versioning parameter, header and errors under `/api`, the rate limit's headers and 429, the
  * headers every response carries, the servers, and a named component for every titled schema.
  * Registered before the routes, so that it sees them all.
+ *
+ * Nothing of it is made at start-up, where it would cost the service time and memory before its
+ * first answer: the routes are noted as they are added, and the document is made when first asked
+ * for, by @fastify/swagger (loaded then) in an app of its own to which the routes are given again.
  */
 
 export interface OpenapiOptions {
@@ -336,57 +340,107 @@ function nameSchemas(document: Json): void {
   visit(document.paths);
 }
 
+/** The document, as an object and as YAML. */
+export interface OpenapiDocument {
+  readonly object: Json;
+  /** As YAML, made by @fastify/swagger when first asked for. */
+  yaml(): string;
+}
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    /** This app's OpenAPI document, made when first asked for. */
+    openapi(): Promise<OpenapiDocument>;
+  }
+}
+
+/** @fastify/swagger's options for one configuration: the document's head, and the shaping above. */
+function swaggerOptions(options: OpenapiOptions): SwaggerOptions {
+  const { isApiPath } = options;
+  return {
+    openapi: {
+      openapi: '3.1.0',
+      info: {
+        title: 'Greeting and Echo Service',
+        version: VERSION,
+        description: DESCRIPTION,
+        contact: { name: 'Greeting and Echo Service maintainers' },
+        license: { name: LICENSE, identifier: LICENSE },
+      },
+      tags: [
+        { name: 'greeting', description: 'Greetings' },
+        { name: 'search', description: 'Search echo' },
+        { name: 'echo', description: 'JSON echo' },
+        { name: 'profile', description: 'The profile, with ETags and conditional requests' },
+        { name: 'exchange', description: 'Currency conversion' },
+        { name: 'currencies', description: 'The currencies of the exchange table' },
+        { name: 'operations', description: 'Health, readiness, metrics and this document' },
+      ],
+    },
+    // The paths keep the context path: the document's one server is the host's root.
+    stripBasePath: false,
+    // A route declared without a schema has none, whatever the types say.
+    transform: ({ schema, url }) => ({ url, schema: schema && documentedSchema(schema, isApiPath(url)) }),
+    transformObject: (generated) => {
+      // A copy: parts of the document are the routes' own schema objects, which serialise answers.
+      const document = JSON.parse(JSON.stringify('openapiObject' in generated ? generated.openapiObject : {})) as Json;
+      const shaper = new Shaper(options);
+      document.paths = shaper.paths(document.paths as Record<string, Json>);
+      nameSchemas(document);
+      const components = document.components as Json;
+      Object.assign(components, {
+        responses: shaper.responses,
+        headers: shaper.headers,
+        parameters: shaper.parameters,
+      });
+      // Relative: the host that served this document, whatever name it was reached by.
+      // The API has no authentication, and says so.
+      return {
+        ...document,
+        servers: [{ url: '/', description: 'The host that serves this document' }],
+        security: [],
+      };
+    },
+    // Shared schemas keep their $id as their name under components/schemas.
+    refResolver: { buildLocalReference: (json, _baseUri, _fragment, i) => (json.$id as string) ?? `def-${i}` },
+  };
+}
+
+/**
+ * The document of `routes`, made by @fastify/swagger in an app that only holds them: their schemas
+ * are neither compiled nor used there, and nothing of it is kept but the document.
+ */
+async function makeDocument(routes: readonly RouteOptions[], shared: object[], options: OpenapiOptions) {
+  const { default: swagger } = await import('@fastify/swagger');
+  // Each HEAD route is given as it was made, with its GET.
+  const paper = Fastify({ exposeHeadRoutes: false });
+  paper.setValidatorCompiler(() => () => true);
+  paper.setSerializerCompiler(() => (data) => JSON.stringify(data));
+  for (const schema of shared) paper.addSchema(schema);
+  await paper.register(swagger, swaggerOptions(options));
+  for (const { method, url, schema, config } of routes) {
+    paper.route({
+      method,
+      url,
+      ...(schema !== undefined && { schema }),
+      ...(config !== undefined && { config }),
+      handler: () => {},
+    });
+  }
+  await paper.ready();
+  return { object: paper.swagger() as unknown as Json, yaml: () => paper.swagger({ yaml: true }) };
+}
+
 export const openapiPlugin = fp(
   async (app: FastifyInstance, options: OpenapiOptions) => {
-    const { isApiPath } = options;
-    await app.register(swagger, {
-      openapi: {
-        openapi: '3.1.0',
-        info: {
-          title: 'Greeting and Echo Service',
-          version: VERSION,
-          description: DESCRIPTION,
-          contact: { name: 'Greeting and Echo Service maintainers' },
-          license: { name: LICENSE, identifier: LICENSE },
-        },
-        tags: [
-          { name: 'greeting', description: 'Greetings' },
-          { name: 'search', description: 'Search echo' },
-          { name: 'echo', description: 'JSON echo' },
-          { name: 'profile', description: 'The profile, with ETags and conditional requests' },
-          { name: 'exchange', description: 'Currency conversion' },
-          { name: 'currencies', description: 'The currencies of the exchange table' },
-          { name: 'operations', description: 'Health, readiness, metrics and this document' },
-        ],
-      },
-      // The paths keep the context path: the document's one server is the host's root.
-      stripBasePath: false,
-      // A route declared without a schema has none, whatever the types say.
-      transform: ({ schema, url }) => ({ url, schema: schema && documentedSchema(schema, isApiPath(url)) }),
-      transformObject: (generated) => {
-        // A copy: parts of the document are the routes' own schema objects, which serialise answers.
-        const document = JSON.parse(
-          JSON.stringify('openapiObject' in generated ? generated.openapiObject : {}),
-        ) as Json;
-        const shaper = new Shaper(options);
-        document.paths = shaper.paths(document.paths as Record<string, Json>);
-        nameSchemas(document);
-        const components = document.components as Json;
-        Object.assign(components, {
-          responses: shaper.responses,
-          headers: shaper.headers,
-          parameters: shaper.parameters,
-        });
-        // Relative: the host that served this document, whatever name it was reached by.
-        // The API has no authentication, and says so.
-        return {
-          ...document,
-          servers: [{ url: '/', description: 'The host that serves this document' }],
-          security: [],
-        };
-      },
-      // Shared schemas keep their $id as their name under components/schemas.
-      refResolver: { buildLocalReference: (json, _baseUri, _fragment, i) => (json.$id as string) ?? `def-${i}` },
+    const routes: RouteOptions[] = [];
+    app.addHook('onRoute', (route) => {
+      routes.push(route);
+    });
+    let document: Promise<OpenapiDocument> | undefined;
+    app.decorate('openapi', () => {
+      document ??= makeDocument(routes, Object.values(app.getSchemas()) as object[], options);
+      return document;
     });
   },
   { name: 'openapi', dependencies: ['errors'] },

@@ -3,7 +3,7 @@ import ajvErrors from 'ajv-errors';
 import type { FastifySchemaCompiler } from 'fastify';
 import fp from 'fastify-plugin';
 import { type ErrorDetail, GIVEN_ONCE, validationError } from '../errors.js';
-import { compileOnFirstUse } from '../lib/compile-on-first-use.js';
+import { compileOnFirstUse, onFirstUse } from '../lib/compile-on-first-use.js';
 import { pointerSegments } from '../lib/json-pointer.js';
 import { FORMATS } from '../schemas.js';
 
@@ -64,12 +64,16 @@ function repeatedParameter(error: ErrorObject, data: Parameters, single: Set<str
 }
 
 function createCompiler(): FastifySchemaCompiler<ParameterSchema> {
-  const ajv = new Ajv(AJV_OPTIONS);
-  ajvErrors.default(ajv);
-  for (const [name, validate] of Object.entries(FORMATS)) ajv.addFormat(name, { type: 'string', validate });
+  // Made when the first validator is compiled: making it compiles Ajv's own meta-schemas.
+  const ajv = onFirstUse(() => {
+    const made = new Ajv(AJV_OPTIONS);
+    ajvErrors.default(made);
+    for (const [name, validate] of Object.entries(FORMATS)) made.addFormat(name, { type: 'string', validate });
+    return made;
+  });
   return ({ schema, httpPart }) =>
     compileOnFirstUse(() => {
-      const validate = ajv.compile(schema);
+      const validate = ajv().compile(schema);
       if (httpPart === 'body') {
         return (data: unknown) => (validate(data) ? { value: data } : { error: validate.errors ?? [] });
       }

@@ -1,16 +1,50 @@
-import swaggerUi from '@fastify/swagger-ui';
-import type { FastifyInstance } from 'fastify';
+import { randomUUID } from 'node:crypto';
+import type { IncomingMessage } from 'node:http';
+import Fastify, { type FastifyInstance, type FastifyPluginAsync, type FastifyRequest } from 'fastify';
+import fp from 'fastify-plugin';
+import { onFirstUse } from '../lib/compile-on-first-use.js';
+import type { OpenapiDocument } from '../plugins/openapi.js';
+
+export interface DocsOptions {
+  contextPath: string;
+  /** The service's error handling (`plugins/errors.ts`), for what the page's own app answers. */
+  errors: FastifyPluginAsync;
+}
 
 /**
- * `GET /docs`: Swagger UI on the OpenAPI document, served from the installed package, so it works
- * with no internet access. Its headers, a page's, are set with every other response's
- * (`response-headers.ts`).
+ * The paths of the page under `/docs`, as @fastify/swagger-ui adds them (a test holds the two
+ * lists alike): the page, its document as JSON and YAML, and its files.
  */
-export async function docsRoutes(app: FastifyInstance, { contextPath }: { contextPath: string }): Promise<void> {
-  await app.register(swaggerUi, {
-    routePrefix: '/docs',
-    // The page links its assets by absolute path when asked for without a trailing slash.
-    ...(contextPath !== '/' && { indexPrefix: contextPath }),
+export const PAGE_PATHS = ['', '/static/index.html', '/static/swagger-initializer.js', '/json', '/yaml', '/static/*'];
+
+/**
+ * The page as @fastify/swagger-ui serves it, in the app of its own that it is served by. Swagger UI
+ * reads the document through `swagger()`, the decorator of @fastify/swagger, which it names as its
+ * dependency; the document is made on first use (`plugins/openapi.ts`), so each of the page's
+ * requests waits for it first, and `swagger()` is given here in that plugin's place.
+ */
+async function swaggerUiPage(
+  page: FastifyInstance,
+  { base, openapi }: { base: string; openapi: () => Promise<OpenapiDocument> },
+): Promise<void> {
+  const { default: swaggerUi } = await import('@fastify/swagger-ui');
+  let document: OpenapiDocument | undefined;
+  const swagger = ((options?: { yaml?: boolean }) => {
+    if (document === undefined) throw new Error('The OpenAPI document is asked for before it is made');
+    return options?.yaml === true ? document.yaml() : document.object;
+  }) as FastifyInstance['swagger'];
+  await page.register(
+    fp(
+      async (app) => {
+        app.decorate('swagger', swagger);
+      },
+      { name: '@fastify/swagger' },
+    ),
+  );
+  await page.register(swaggerUi, {
+    // The whole path, context path included: the page links its assets by it when asked for
+    // without a trailing slash.
+    routePrefix: `${base}/docs`,
     theme: { title: 'Greeting and Echo Service: API documentation' },
     uiConfig: {
       // Without the top bar, whose field loads other documents and whose logo needs an inline style.
@@ -19,5 +53,53 @@ export async function docsRoutes(app: FastifyInstance, { contextPath }: { contex
       tryItOutEnabled: true,
       displayRequestDuration: true,
     },
+    uiHooks: {
+      onRequest: async () => {
+        document ??= await openapi();
+      },
+    },
   });
+}
+
+/**
+ * `GET /docs`: Swagger UI on the OpenAPI document, served from the installed package, so it works
+ * with no internet access.
+ *
+ * Swagger UI and the file server under it cost some 12 MB of memory and 20 ms of start-up, which a
+ * service nobody asks for its page need not pay: they are loaded, in an app of their own, when the
+ * page is first asked for. The service routes the page's paths itself, so that they get what every
+ * request gets (the id, a page's headers, set with every other response's in
+ * `response-headers.ts`, the log line, the metrics), then hands each request to that app, which
+ * answers it with the same id and the service's own error handling, and reports a failure back to
+ * the request's log line.
+ */
+export async function docsRoutes(app: FastifyInstance, { contextPath, errors }: DocsOptions): Promise<void> {
+  const prefix = contextPath === '/' ? '' : contextPath;
+  const forwarded = new WeakMap<IncomingMessage, FastifyRequest>();
+  const page = onFirstUse(async () => {
+    const served = Fastify({
+      routerOptions: app.initialConfig.routerOptions,
+      genReqId: (raw) => forwarded.get(raw)?.id ?? randomUUID(),
+    });
+    await served.register(errors);
+    served.addHook('onSend', async (request) => {
+      const outer = forwarded.get(request.raw);
+      if (outer !== undefined && request.failure !== null) outer.failure = request.failure;
+    });
+    // Not `prefix`, which Fastify would take as the routes' prefix: the context path is given whole.
+    await served.register(swaggerUiPage, { base: prefix, openapi: () => app.openapi() });
+    await served.ready();
+    return served;
+  });
+  for (const path of PAGE_PATHS) {
+    app.get(`/docs${path}`, { schema: { hide: true } }, async (request, reply) => {
+      const served = await page();
+      for (const [name, value] of Object.entries(reply.getHeaders())) {
+        if (value !== undefined) reply.raw.setHeader(name, value);
+      }
+      forwarded.set(request.raw, request);
+      reply.hijack();
+      served.routing(request.raw, reply.raw);
+    });
+  }
 }

@@ -1,13 +1,9 @@
 import type { FastifyInstance } from 'fastify';
 import { VERSION } from '../version.js';
 
-/** `GET /openapi.json`: the document, serialised once when the app is ready. */
+/** `GET /openapi.json`: the document, made and serialised when first asked for. */
 export async function openapiRoute(app: FastifyInstance): Promise<void> {
-  let document = '';
-  app.addHook('onReady', (done) => {
-    document = JSON.stringify(app.swagger());
-    done();
-  });
+  let text: Promise<string> | undefined;
   app.get(
     '/openapi.json',
     {
@@ -26,6 +22,9 @@ export async function openapiRoute(app: FastifyInstance): Promise<void> {
         },
       },
     },
-    async (_request, reply) => reply.type('application/json; charset=utf-8').send(document),
+    async (_request, reply) => {
+      text ??= app.openapi().then(({ object }) => JSON.stringify(object));
+      return reply.type('application/json; charset=utf-8').send(await text);
+    },
   );
 }

@@ -5,9 +5,6 @@ import { MemoryProfileStore } from './memory-profile.js';
 import { MemoryRateLimitStore } from './memory-rate-limit.js';
 import type { ProfileStore } from './profile.js';
 import type { RateLimitStore } from './rate-limit.js';
-import { RedisConnection } from './redis-connection.js';
-import { RedisProfileStore } from './redis-profile.js';
-import { RedisRateLimitStore } from './redis-rate-limit.js';
 
 /** Where the service keeps its state, and whether it can reach it. */
 export interface Stores {
@@ -20,9 +17,9 @@ export interface Stores {
 
 /**
  * The one place that chooses: Redis when `REDIS_URL`, `REDIS_SENTINELS` or `REDIS_CLUSTER_NODES`
- * is set, this process's memory otherwise.
+ * is set, this process's memory otherwise. The Redis client and stores are loaded only then.
  */
-export function createStores(config: Config, log: FastifyBaseLogger): Stores {
+export async function createStores(config: Config, log: FastifyBaseLogger): Promise<Stores> {
   if (config.redisUrl === null && config.redisSentinels === null && config.redisClusterNodes === null) {
     return {
       profile: new MemoryProfileStore(),
@@ -31,6 +28,11 @@ export function createStores(config: Config, log: FastifyBaseLogger): Stores {
       close: async () => {},
     };
   }
+  const [{ RedisConnection }, { RedisProfileStore }, { RedisRateLimitStore }] = await Promise.all([
+    import('./redis-connection.js'),
+    import('./redis-profile.js'),
+    import('./redis-rate-limit.js'),
+  ]);
   const connection = new RedisConnection({ settings: config, minReplicasAck: config.redisMinReplicasAck, log });
   return {
     profile: new RedisProfileStore(connection),

@@ -3,10 +3,14 @@ import { existsSync } from 'node:fs';
 import { mkdir } from 'node:fs/promises';
 import { after, before, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
+import swaggerUi from '@fastify/swagger-ui';
 import type { FastifyInstance } from 'fastify';
+import Fastify from 'fastify';
+import fp from 'fastify-plugin';
 import type { Browser, Page } from 'playwright-core';
 import { buildApp } from '../../src/app.js';
 import { DOCS_CSP } from '../../src/plugins/response-headers.js';
+import { PAGE_PATHS } from '../../src/routes/docs.js';
 import { BROWSER_SKIP, launchBrowser } from '../browser.js';
 import { assertEnvelope, type Client, testConfig, transports } from '../helpers.js';
 
@@ -74,6 +78,30 @@ for (const [transport, connect] of transports) {
     });
   });
 }
+
+describe('the page’s paths', () => {
+  it('are those @fastify/swagger-ui adds, each of which the service routes to it', async () => {
+    const ui = Fastify({ exposeHeadRoutes: false });
+    const added: string[] = [];
+    ui.addHook('onRoute', ({ method, url }) => {
+      if ([method].flat().includes('GET')) added.push(url);
+    });
+    // The decorator Swagger UI names as its dependency; no document is read here.
+    const swagger = (() => ({})) as unknown as FastifyInstance['swagger'];
+    await ui.register(
+      fp(
+        async (app) => {
+          app.decorate('swagger', swagger);
+        },
+        { name: '@fastify/swagger' },
+      ),
+    );
+    await ui.register(swaggerUi, { routePrefix: '/docs', theme: { title: 'x' } });
+    await ui.ready();
+    assert.deepEqual(added.sort(), PAGE_PATHS.map((path) => `/docs${path}`).sort());
+    await ui.close();
+  });
+});
 
 describe('GET /docs under a context path', () => {
   it('links its assets under the context path, with or without a trailing slash', async () => {
