@@ -207,8 +207,12 @@ describe('deploy/kubernetes', { skip: SKIP_REASON }, () => {
       const startup = seconds(startupProbe);
       const readiness = seconds(readinessProbe);
       const liveness = seconds(livenessProbe);
-      // /readyz asks Redis and waits for it at most REDIS_TIMEOUT_MS: a probe must not give up first.
-      assert.ok(readiness.timeout * 1000 > config.redisTimeoutMs, 'readiness timeout above REDIS_TIMEOUT_MS');
+      // /readyz asks Redis and waits for it at most REDIS_TIMEOUT_MS: a probe must not give up first,
+      // nor on a pod that answers late for its CPU (770 ms measured under podman, Redis paused).
+      assert.ok(
+        readiness.timeout * 1000 >= 2 * config.redisTimeoutMs + 1000,
+        'readiness timeout over REDIS_TIMEOUT_MS',
+      );
       assert.ok(readiness.period * readiness.failures <= 10, 'a pod whose Redis fails leaves the Service within 10 s');
       // Start to the first 200 is under a second (BENCHMARKS.md); the probe looks every second, for 10 s at least.
       assert.ok(startup.period <= 1 && startup.period * startup.failures >= 10, 'startup: found at once, given 10 s');

@@ -147,20 +147,26 @@ export interface MountedFile {
   mode: number;
 }
 
+/** The files of a Secret volume, by their path within it. */
+export function secretVolumeFiles(objects: KubeObject[], volume: Volume): MountedFile[] {
+  if (volume.secret === undefined) return [];
+  const { secretName, items, defaultMode } = volume.secret;
+  const data = secretData(objects, secretName);
+  // A Secret volume's files are 0644 unless defaultMode says otherwise.
+  const mode = defaultMode ?? 0o644;
+  return (items ?? Object.keys(data).map((key) => ({ key, path: key }))).map(({ key, path }) => {
+    const content = data[key];
+    if (content === undefined) throw new Error(`Secret ${secretName} has no key ${key}`);
+    return { path, content, mode };
+  });
+}
+
 /** The files the container finds where the Secrets of its pod are mounted. */
 export function mountedFiles(objects: KubeObject[], pod: PodSpec, container: Container): MountedFile[] {
   return (container.volumeMounts ?? []).flatMap((mount) => {
     const volume = pod.volumes?.find((v) => v.name === mount.name);
-    if (volume?.secret === undefined) return [];
-    const data = secretData(objects, volume.secret.secretName);
-    const items = volume.secret.items ?? Object.keys(data).map((key) => ({ key, path: key }));
-    // A Secret volume's files are 0644 unless defaultMode says otherwise.
-    const mode = volume.secret.defaultMode ?? 0o644;
-    return items.map(({ key, path }) => {
-      const content = data[key];
-      if (content === undefined) throw new Error(`Secret ${volume.secret?.secretName} has no key ${key}`);
-      return { path: join(mount.mountPath, path), content, mode };
-    });
+    if (volume === undefined) return [];
+    return secretVolumeFiles(objects, volume).map((file) => ({ ...file, path: join(mount.mountPath, file.path) }));
   });
 }
 
