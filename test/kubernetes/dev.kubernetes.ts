@@ -166,6 +166,15 @@ describe('the dev overlay under podman kube play', { skip: SKIP_REASON }, () => 
     // podman 4.3 makes one pod per replica.
     const running = run('podman', ['pod', 'ps', '--format', '{{.Name}} {{.Status}}']);
     for (const pod of pods) assert.match(running, new RegExp(`^${pod} Running$`, 'm'));
+    // The memory request is sized for a pod that has served its first requests.
+    const rss = containers.map((c) => Number.parseInt(procStatus(c).VmRSS ?? '', 10) * 1024);
+    figures.rss_when_ready_mb = rss.map((b) => Math.round(b / 1e6));
+    // How much of it is the JavaScript heap, the part NODE_OPTIONS caps: from prom-client's gauge.
+    const metrics = (await inPod(containers[0] as string, '/metrics')).body;
+    const heap = Number(/^nodejs_heap_size_total_bytes (\d+)/m.exec(metrics)?.[1]);
+    figures.heap_when_ready_mb = Math.round(heap / 1e6);
+    const request = bytes(main.resources?.requests?.memory ?? '');
+    for (const b of rss) assert.ok(b < request, `RSS ${b} within the memory request ${request}`);
   });
 
   it('answers each probe as it expects: startup and liveness 200, readiness 200, and 503 while Redis does not answer', async () => {
@@ -214,8 +223,8 @@ describe('the dev overlay under podman kube play', { skip: SKIP_REASON }, () => 
       assert.equal(run('podman', ['inspect', '--format', '{{.HostConfig.ReadonlyRootfs}}', container]).trim(), 'true');
     }
     const container = containers[0] as string;
-    // podman adds no writable /tmp to a read-only root under kube play, as a cluster adds none.
-    for (const dir of ['/app', '/tmp', '/run']) {
+    // Unlike `podman run --read-only`, kube play adds no tmpfs on /tmp, /var/tmp and /run, as a cluster adds none.
+    for (const dir of ['/app', '/tmp', '/var/tmp', '/run']) {
       const touch = podman(['exec', container, 'touch', `${dir}/written`]);
       assert.match(touch.stderr, /Read-only file system/, `${dir} is read-only`);
     }
