@@ -13,7 +13,7 @@ import {
  * Those of the rendered objects that `played` picks, turned into what `podman kube play` (4.3)
  * runs as a cluster would run them (`objects` holds the Secrets and ConfigMaps they refer to).
  * Only for this test: the manifests stay what a cluster takes. Each change makes up for one limit
- * of podman's, measured on these machines (/work/shared/CONTAINERS.md and the Kubernetes suite):
+ * of podman's, as measured on the machines this service is developed on:
  *
  * - Secrets: podman stores a Secret of the file and then refuses it (`is not valid JSON`), so a
  *   secretKeyRef becomes the value it names, and a Secret volume a host directory holding the
@@ -24,7 +24,8 @@ import {
  *   with --publish-all), which a cluster never does, and the second replica of a Deployment then
  *   fails on the port the first holds. Nothing refers to them here: podman runs no httpGet probe.
  * - Service names: podman has no Service addresses and no DNS between pods on its network, so
- *   each pod gets a hosts entry for every Service, pointing at the pod behind it (`addresses`).
+ *   each pod gets a hosts entry for the Services it reaches, pointing at the pod behind each
+ *   (`addresses`).
  */
 export function forPodman(
   objects: KubeObject[],
