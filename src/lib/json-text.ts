@@ -1,6 +1,18 @@
 import { Decimal } from './decimal.js';
 import { writeJson } from './json-writer.js';
 
+/** What JSON.stringify escapes in a string: the quote, the backslash, control characters and surrogates (lone ones). */
+// biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what JSON escapes.
+const ESCAPED = /["\\\u0000-\u001f\ud800-\udfff]/;
+
+/**
+ * A string as JSON text, exactly as JSON.stringify writes it. Text with nothing to escape, as most
+ * paths and methods are, costs one test instead of JSON.stringify's several hundred nanoseconds.
+ */
+export function jsonString(text: string): string {
+  return ESCAPED.test(text) ? JSON.stringify(text) : `"${text}"`;
+}
+
 const QUOTE = 0x22;
 const BACKSLASH = 0x5c;
 

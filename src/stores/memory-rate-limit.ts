@@ -1,3 +1,4 @@
+import { turnClock } from '../lib/turn-clock.js';
 import type { RateLimitCount, RateLimitStore } from './rate-limit.js';
 
 interface Window {
@@ -17,7 +18,10 @@ export interface MemoryRateLimitOptions {
   capacity?: number;
   /** Most characters of all keys together: 45 per key of the capacity unless given. */
   keyCharacters?: number;
-  /** A monotonic clock in milliseconds, so that a change of the system time moves no window. */
+  /**
+   * A monotonic clock in milliseconds, so that a change of the system time moves no window: by
+   * default `performance.now()`, read once per turn of the event loop.
+   */
   now?: () => number;
 }
 
@@ -48,7 +52,7 @@ export class MemoryRateLimitStore implements RateLimitStore {
   constructor({
     capacity = DEFAULT_RATE_LIMIT_CAPACITY,
     keyCharacters = capacity * KEY_LENGTH_ALLOWANCE,
-    now = () => performance.now(),
+    now = turnClock(() => performance.now()),
   }: MemoryRateLimitOptions = {}) {
     this.#capacity = positiveInteger(capacity, 'capacity');
     this.#maxKeyCharacters = positiveInteger(keyCharacters, 'keyCharacters');
@@ -71,7 +75,9 @@ export class MemoryRateLimitStore implements RateLimitStore {
     const window = this.#windows.get(key);
     if (window !== undefined && window.endsAt > now) {
       window.count += 1;
-      return this.#answer(window.count, window.endsAt - now);
+      // Never longer than a window: with the same reading as the window's start, floating point
+      // may make the difference a hair longer.
+      return this.#answer(window.count, Math.min(window.endsAt - now, windowMs));
     }
     // A new window goes to the end of the order; only a key not held yet can pass a bound.
     if (window !== undefined) this.#windows.delete(key);

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import fc from 'fast-check';
 import { Decimal } from '../../src/lib/decimal.js';
-import { deepJson, exactJson } from '../../src/lib/json-text.js';
+import { deepJson, exactJson, jsonString } from '../../src/lib/json-text.js';
 
 describe('exactJson', () => {
   it('writes decimals as exact JSON numbers in plain notation', () => {
@@ -47,5 +47,19 @@ describe('deepJson', () => {
     const text = `{"b":${'[{"k":'.repeat(depth)}[1,"x",null,{}]${'}]'.repeat(depth)},"a":{"c":true}}`;
     assert.throws(() => JSON.stringify(JSON.parse(text)), RangeError);
     assert.equal(deepJson(JSON.parse(text)), text);
+  });
+});
+
+describe('jsonString', () => {
+  it('writes every string exactly as JSON.stringify does', () => {
+    fc.assert(
+      fc.property(fc.oneof(fc.string(), fc.string({ unit: 'binary' }), fc.string({ unit: 'grapheme' })), (text) => {
+        assert.equal(jsonString(text), JSON.stringify(text));
+      }),
+      { numRuns: 2000 },
+    );
+    for (const text of ['', '"', '\\', '\u0000', '\u001f', '\u007f', '\ud800', '\udc00x', '😀', '/api/hello?a=b']) {
+      assert.equal(jsonString(text), JSON.stringify(text), JSON.stringify(text));
+    }
   });
 });

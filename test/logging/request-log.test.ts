@@ -4,6 +4,7 @@ import { hostname } from 'node:os';
 import { after, before, describe, it } from 'node:test';
 import fc from 'fast-check';
 import type { FastifyInstance } from 'fastify';
+import { pino } from 'pino';
 import { buildApp } from '../../src/app.js';
 import { LogCapture, rawExchange, testConfig } from '../helpers.js';
 
@@ -94,6 +95,41 @@ describe('the request log line', () => {
       fc.asyncProperty(fc.string({ unit: printable, maxLength: 40 }), (text) => sent(`/api/hello/${text}`)),
       { seed: 4242, numRuns: 200 },
     );
+  });
+
+  it('is, byte for byte, the line pino writes for the same fields', async () => {
+    const raw: string[] = [];
+    const text = { write: (line: string) => raw.push(line) };
+    const lines = await buildApp(testConfig({ logLevel: 'info', rateLimitMax: 0 }), { logStream: text });
+    try {
+      await lines.listen({ port: 0, host: '127.0.0.1' });
+      const { port } = lines.server.address() as AddressInfo;
+      // Quotes and backslashes among them, which the line must escape as JSON does.
+      const printable = fc
+        .integer({ min: 0x21, max: 0x7e })
+        .map((code) => String.fromCharCode(code))
+        .filter((char) => !'%?#/'.includes(char));
+      await fc.assert(
+        fc.asyncProperty(fc.string({ unit: printable, minLength: 1, maxLength: 30 }), async (name) => {
+          raw.length = 0;
+          const url = `/api/hello/${name}`;
+          await rawExchange(port, `GET ${url} HTTP/1.1\r\nHost: x\r\nX-Request-Id: pinned\r\nConnection: close\r\n\r\n`);
+          const [ours = ''] = raw;
+          const { time, duration_ms } = JSON.parse(ours);
+          let theirs = '';
+          const logger = pino(
+            { base: { pid: process.pid, hostname: hostname() }, timestamp: () => `,"time":${time}` },
+            { write: (line: string) => (theirs = line) },
+          );
+          const fields = { method: 'GET', url, route: '/api/hello/:name', status: 200, duration_ms };
+          logger.child({ request_id: 'pinned' }).info(fields, 'request completed');
+          assert.equal(ours, theirs);
+        }),
+        { seed: 1717, numRuns: 100 },
+      );
+    } finally {
+      await lines.close();
+    }
   });
 
   it('writes nothing per request above the info level', async () => {

@@ -40,6 +40,8 @@ describe('MemoryRateLimitStore', () => {
     // (now + 60,000) - now is 60,000.000000000015 here, which would announce a 61 s reset.
     const store = new MemoryRateLimitStore({ capacity: 10, now: () => 106983.18747639957 });
     assert.deepEqual(store.incr('a', 60_000), { current: 1, ttl: 60_000 });
+    // The same reading again, as a clock read once per turn of the event loop gives it.
+    assert.deepEqual(store.incr('a', 60_000), { current: 2, ttl: 60_000 });
   });
 
   it('counts each key on its own', async () => {
