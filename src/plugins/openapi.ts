@@ -3,7 +3,7 @@ import type { FastifyInstance, FastifySchema } from 'fastify';
 import fp from 'fastify-plugin';
 import { type DocumentedStatus, errorDescription, RETRY_AFTER_HEADER } from '../errors.js';
 import { type ApiPathTest, apiBase } from '../lib/api-path.js';
-import { DOCUMENTED_AS, JSON_BODY_MEDIA_TYPES } from '../schemas.js';
+import { DOCUMENTED_AS, JSON_BODY_MEDIA_TYPES, OPERATOR_SECURITY, OPERATOR_SECURITY_SCHEME } from '../schemas.js';
 import { API_VERSION, LICENSE, VERSION } from '../version.js';
 
 /**
@@ -336,6 +336,13 @@ function nameSchemas(document: Json): void {
   visit(document.paths);
 }
 
+/** Whether an operation of the document takes a security scheme: the operator's routes, when they are served. */
+function anySecured(paths: Record<string, Json>): boolean {
+  return Object.values(paths).some((item) =>
+    METHODS.some((method) => ((item[method] as { security?: unknown[] } | undefined)?.security?.length ?? 0) > 0),
+  );
+}
+
 export const openapiPlugin = fp(
   async (app: FastifyInstance, options: OpenapiOptions) => {
     const { isApiPath } = options;
@@ -358,6 +365,8 @@ export const openapiPlugin = fp(
           { name: 'currencies', description: 'The currencies of the exchange table' },
           { name: 'operations', description: 'Health, readiness, metrics and this document' },
         ],
+        // The generator needs every scheme a route may name; the document keeps it only if one does.
+        components: { securitySchemes: { [OPERATOR_SECURITY]: OPERATOR_SECURITY_SCHEME } },
       },
       // The paths keep the context path: the document's one server is the host's root.
       stripBasePath: false,
@@ -372,13 +381,14 @@ export const openapiPlugin = fp(
         document.paths = shaper.paths(document.paths as Record<string, Json>);
         nameSchemas(document);
         const components = document.components as Json;
+        if (!anySecured(document.paths as Record<string, Json>)) delete components.securitySchemes;
         Object.assign(components, {
           responses: shaper.responses,
           headers: shaper.headers,
           parameters: shaper.parameters,
         });
         // Relative: the host that served this document, whatever name it was reached by.
-        // The API has no authentication, and says so.
+        // The API has no authentication, and says so; the operator's routes name their own.
         return {
           ...document,
           servers: [{ url: '/', description: 'The host that serves this document' }],
