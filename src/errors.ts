@@ -150,8 +150,8 @@ export function apiError(
  * IM_A_TEAPOT), or null for a status Node has no phrase for.
  */
 function reasonCode(status: number): string | null {
-  const phrase = STATUS_CODES[status];
-  return phrase === undefined ? null : phrase.toUpperCase().replace(/'/g, '').replace(/[^A-Z0-9]+/g, '_');
+  const phrase = STATUS_CODES[status]?.replace(/'/g, '');
+  return phrase === undefined ? null : phrase.toUpperCase().replace(/[^A-Z0-9]+/g, '_');
 }
 
 /** The contract's codes that are not their status's reason phrase, each the one code of its status. */
