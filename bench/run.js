@@ -9,6 +9,7 @@
  *   npm run bench -- --only hello,echo --total 0    # some endpoints (by name), no million-request run
  *   npm run bench -- --load autocannon              # wrk is used when installed
  *   npm run bench -- --tracing                      # adds the service exporting spans: all, and a tenth
+ *   npm run bench -- --faults                       # adds the service with fault injection on, no fault asked for
  *
  * Prints a Markdown report (the one BENCHMARKS.md quotes) and writes it, with the raw
  * figures as JSON, to bench/results/.
@@ -34,6 +35,7 @@ const { values: options } = parseArgs({
     baseline: { type: 'string' },
     only: { type: 'string' },
     tracing: { type: 'boolean', default: false },
+    faults: { type: 'boolean', default: false },
   },
 });
 /** The endpoints measured: all, or those whose name contains one of the words of `--only`. */
@@ -123,6 +125,8 @@ const SERVERS = [
           OTEL_TRACES_SAMPLER_ARG: '0.1',
         }),
       ]),
+  // Its hooks run on every request under /api, reading the fault headers the load never sends.
+  ...(options.faults ? [serviceServer('faults', 'faults on, none asked', root, { FAULT_HEADERS: 'true' })] : []),
   { key: 'node', label: 'node:http', cwd: root, script: 'bench/servers/node-http.js', env: {} },
   { key: 'express', label: 'Express 5', cwd: root, script: 'bench/servers/express.js', env: {} },
 ];

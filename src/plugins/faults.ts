@@ -1,4 +1,5 @@
 import type { OutgoingHttpHeaders } from 'node:http';
+import { type Http2ServerRequest, constants as http2 } from 'node:http2';
 import { performance } from 'node:perf_hooks';
 import type { FastifyInstance, FastifyReply, FastifyRequest, onRequestHookHandler, onSendHookHandler } from 'fastify';
 import fp from 'fastify-plugin';
@@ -60,6 +61,23 @@ interface Hold {
 
 const flat = <T>(hooks: T | T[] | undefined): T[] => (hooks === undefined ? [] : ([hooks].flat() as T[]));
 
+const isHttp2 = (request: FastifyRequest): boolean => request.raw.httpVersionMajor === 2;
+
+/**
+ * Calls `gone` once the request's connection (HTTP/2: its stream) closes; answers the function that
+ * stops watching. Over HTTP/2, before the compatibility layer's own listener, which finishes the
+ * response, so that `gone` has set the status its line is written with.
+ */
+function watchClose(request: FastifyRequest, reply: FastifyReply, gone: () => void): () => void {
+  if (isHttp2(request)) {
+    const stream = (request.raw as unknown as Http2ServerRequest).stream;
+    stream.prependOnceListener('close', gone);
+    return () => stream.off('close', gone);
+  }
+  reply.raw.once('close', gone);
+  return () => reply.raw.off('close', gone);
+}
+
 /** Sends the head of the reply's answer at once, announcing a body of `length` bytes. */
 function sendHead(reply: FastifyReply, length: number): void {
   const headers = { ...reply.getHeaders(), 'content-length': String(length) } as OutgoingHttpHeaders;
@@ -95,10 +113,14 @@ export const faultsPlugin = fp(
       reply.header(INJECTED_HEADER, faults.injected.join(', '));
     };
 
-    /** The end of a request that got no whole answer: its one line, with status 0, and its listeners. */
+    /**
+     * The end of a request that got no whole answer: status 0, and its one line and its listeners.
+     * Over HTTP/2 the response finishes as its stream closes, and Fastify ends the request then.
+     */
     const noAnswer = (request: FastifyRequest, reply: FastifyReply): void => {
-      reply.raw.statusCode = 0;
-      requestLog.requestCompleted(null, request, reply);
+      // Read by the log line, the metrics and the span alike; HTTP/2's response refuses 0 through its setter.
+      Object.defineProperty(reply.raw, 'statusCode', { value: 0 });
+      if (!isHttp2(request)) requestLog.requestCompleted(null, request, reply);
     };
 
     // While the service drains, nothing held may outlast half of SHUTDOWN_TIMEOUT_MS: the request is
@@ -113,7 +135,6 @@ export const faultsPlugin = fp(
 
     /** Holds a request for `ms` on a timer, then `then`; a client that leaves meanwhile ends it. */
     const delay = (request: FastifyRequest, reply: FastifyReply, ms: number, then: () => void): void => {
-      const res = reply.raw;
       const endsAt = performance.now() + ms;
       let timer: NodeJS.Timeout;
       const schedule = (at: number) => {
@@ -128,11 +149,11 @@ export const faultsPlugin = fp(
       };
       const fire = () => {
         holds.delete(hold);
-        res.off('close', gone);
+        unwatch();
         then();
       };
       holds.add(hold);
-      res.once('close', gone);
+      const unwatch = watchClose(request, reply, gone);
       schedule(Math.min(endsAt, deadline));
     };
 
@@ -191,7 +212,7 @@ export const faultsPlugin = fp(
         holds.delete(hold);
         res.end(chunk);
       };
-      res.once('close', () => {
+      watchClose(request, reply, () => {
         clearTimeout(timer);
         holds.delete(hold);
         // Once finished, the request's line is Fastify's to write; a client gone first gets none from it.
@@ -203,6 +224,27 @@ export const faultsPlugin = fp(
       timer = setTimeout(next, PACE_TICK_MS);
     };
 
+    /**
+     * Over HTTP/2 the stream is broken, never the connection, which carries other requests: reset
+     * and malformed are RST_STREAM (INTERNAL_ERROR, PROTOCOL_ERROR), empty is RST_STREAM (NO_ERROR)
+     * before any header, truncate the head and half the body, then RST_STREAM (INTERNAL_ERROR).
+     */
+    const breakStream = (request: FastifyRequest, reply: FastifyReply, body: Buffer, kind: ConnectionFault): void => {
+      const stream = (request.raw as unknown as Http2ServerRequest).stream;
+      const code = {
+        reset: http2.NGHTTP2_INTERNAL_ERROR,
+        empty: http2.NGHTTP2_NO_ERROR,
+        truncate: http2.NGHTTP2_INTERNAL_ERROR,
+        malformed: http2.NGHTTP2_PROTOCOL_ERROR,
+      }[kind];
+      if (kind !== 'truncate') {
+        stream.close(code);
+        return;
+      }
+      sendHead(reply, body.length);
+      reply.raw.write(body.subarray(0, Math.floor(body.length / 2)), () => stream.close(code));
+    };
+
     /** Breaks the connection instead of answering (HTTP/1.1: the request has been read whole by now). */
     const breakConnection = (
       request: FastifyRequest,
@@ -210,6 +252,12 @@ export const faultsPlugin = fp(
       payload: unknown,
       kind: ConnectionFault,
     ): void => {
+      const body = typeof payload === 'string' || Buffer.isBuffer(payload) ? Buffer.from(payload) : Buffer.alloc(0);
+      if (request.raw.httpVersionMajor === 2) {
+        breakStream(request, reply, body, kind);
+        noAnswer(request, reply);
+        return;
+      }
       const socket = request.raw.socket;
       const res = reply.raw;
       switch (kind) {
@@ -224,7 +272,6 @@ export const faultsPlugin = fp(
           break;
         case 'truncate': {
           // The answer's own head, its Content-Length the whole body's, and half of the body.
-          const body = typeof payload === 'string' || Buffer.isBuffer(payload) ? Buffer.from(payload) : Buffer.alloc(0);
           sendHead(reply, body.length);
           res.write(body.subarray(0, Math.floor(body.length / 2)), () => socket.destroy());
           break;

@@ -1,12 +1,17 @@
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { existsSync } from 'node:fs';
+import { constants as http2, connect as http2Connect } from 'node:http2';
 import { performance } from 'node:perf_hooks';
 import { after, before, describe, it } from 'node:test';
-import type { FastifyInstance } from 'fastify';
+import Fastify, { type FastifyInstance } from 'fastify';
 import { Agent, request } from 'undici';
 import { buildApp } from '../../src/app.js';
 import type { Config } from '../../src/config.js';
+import { apiPathTest } from '../../src/lib/api-path.js';
+import { RequestLog } from '../../src/logging/request-log.js';
+import { errorsPlugin } from '../../src/plugins/errors.js';
+import { faultsPlugin } from '../../src/plugins/faults.js';
 import {
   assertEnvelope,
   LogCapture,
@@ -251,7 +256,7 @@ describe('FAULT_HEADERS=true', () => {
       }
     });
 
-    it('applies to its percentage of requests: 30 of 100, within 5 standard deviations over 400', async () => {
+    it('applies to its percentage of requests: 30 of 100, within 5 standard deviations over 400', async (t) => {
       const statuses = await many(400, 20, async () => {
         const res = await served.send({
           path: '/api/hello',
@@ -266,11 +271,12 @@ describe('FAULT_HEADERS=true', () => {
         aborted > low && aborted < high,
         `${aborted} of 400 aborted, expected ${low.toFixed(0)} to ${high.toFixed(0)}`,
       );
+      t.diagnostic(`${aborted} of 400 aborted at 30% (bounds ${low.toFixed(0)} to ${high.toFixed(0)})`);
     });
   });
 
   describe('x-envoy-fault-delay-request', () => {
-    it('holds the request that long, then serves it', async () => {
+    it('holds the request that long, then serves it', async (t) => {
       const started = performance.now();
       const res = await served.send({
         path: '/api/hello/Ada',
@@ -281,6 +287,7 @@ describe('FAULT_HEADERS=true', () => {
       assert.deepEqual(res.json(), { greeting: 'Hello, Ada!' });
       assert.equal(res.headers['x-fault-injected'], 'delay');
       assert.ok(elapsed >= 399 && elapsed < 400 + 1500, `answered after ${elapsed.toFixed(0)} ms`);
+      t.diagnostic(`a delay of 400 ms answered after ${elapsed.toFixed(1)} ms`);
       const line = served.log.lineOf('delay-400');
       assert.equal(line.status, 200);
       assert.equal(line.fault, 'delay');
@@ -308,7 +315,7 @@ describe('FAULT_HEADERS=true', () => {
       }
     });
 
-    it('holds no thread: 50 requests held 1 s at once, and /healthz answers meanwhile', async () => {
+    it('holds no thread: 50 requests held 1 s at once, and /healthz answers meanwhile', async (t) => {
       const started = performance.now();
       const held = many(50, 50, () =>
         served.send({ path: '/api/hello', headers: { 'x-envoy-fault-delay-request': '1000' } }),
@@ -328,6 +335,9 @@ describe('FAULT_HEADERS=true', () => {
       );
       assert.ok(answers.every((res) => res.status === 200));
       assert.ok(elapsed >= 999 && elapsed < 1000 + 2000, `the 50 answered within ${elapsed.toFixed(0)} ms`);
+      t.diagnostic(
+        `50 held 1 s answered within ${elapsed.toFixed(0)} ms; /healthz meanwhile ${latencies.map((ms) => ms.toFixed(1)).join(', ')} ms`,
+      );
     });
 
     it('ends without harm when its client leaves: one line with status 0, counted, nothing answered later', async () => {
@@ -351,7 +361,7 @@ describe('FAULT_HEADERS=true', () => {
   });
 
   describe('x-envoy-fault-throughput-response', () => {
-    it('sends the body no faster than that many KiB/s, whole', async () => {
+    it('sends the body no faster than that many KiB/s, whole', async (t) => {
       const sent = JSON.stringify({ text: 'x'.repeat(4000) });
       const started = performance.now();
       const res = await served.send({
@@ -367,6 +377,9 @@ describe('FAULT_HEADERS=true', () => {
       assert.equal(res.headers['x-fault-injected'], 'throughput');
       const least = (Buffer.byteLength(res.text) / (8 * 1024)) * 1000;
       assert.ok(elapsed >= least && elapsed < least + 2000, `${elapsed.toFixed(0)} ms, at least ${least.toFixed(0)}`);
+      t.diagnostic(
+        `${Buffer.byteLength(res.text)} bytes at 8 KiB/s in ${elapsed.toFixed(0)} ms (at least ${least.toFixed(0)})`,
+      );
     });
 
     it('is ignored at 0 or when no number', async () => {
@@ -504,7 +517,7 @@ describe('FAULT_HEADERS=true', () => {
 });
 
 describe('FAULT_ERROR_RATE and FAULT_DELAY_RATE', () => {
-  it('answer FAULT_ERROR_RATE of /api requests with FAULT_ERROR_STATUS, within 5 standard deviations over 400', async () => {
+  it('answer FAULT_ERROR_RATE of /api requests with FAULT_ERROR_STATUS, within 5 standard deviations over 400', async (t) => {
     const served = await serve({ faultErrorRate: 0.25 });
     try {
       const answers = await many(400, 20, () => served.send({ path: '/api/hello/Ada' }));
@@ -518,6 +531,9 @@ describe('FAULT_ERROR_RATE and FAULT_DELAY_RATE', () => {
       assert.equal(injected.length + answers.filter((res) => res.status === 200).length, 400);
       const [low, high] = bounds(400, 0.25);
       assert.ok(injected.length > low && injected.length < high, `${injected.length} of 400`);
+      t.diagnostic(
+        `${injected.length} of 400 answered 503 at FAULT_ERROR_RATE=0.25 (bounds ${low.toFixed(0)} to ${high.toFixed(0)})`,
+      );
       assert.deepEqual(await faultCounts(served), new Map([['abort,settings', injected.length]]));
       // Outside /api, nothing.
       const health = await many(100, 20, () => served.send({ path: '/healthz' }));
@@ -541,7 +557,7 @@ describe('FAULT_ERROR_RATE and FAULT_DELAY_RATE', () => {
     }
   });
 
-  it('delay FAULT_DELAY_RATE of requests by a draw from FAULT_DELAY_MS, then serve them', async () => {
+  it('delay FAULT_DELAY_RATE of requests by a draw from FAULT_DELAY_MS, then serve them', async (t) => {
     const served = await serve({ faultDelayRate: 0.5, faultDelayMs: { min: 0, max: 2 } });
     try {
       const answers = await many(400, 20, () => served.send({ path: '/api/hello' }));
@@ -549,6 +565,9 @@ describe('FAULT_ERROR_RATE and FAULT_DELAY_RATE', () => {
       const delayed = answers.filter((res) => res.headers['x-fault-injected'] === 'delay').length;
       const [low, high] = bounds(400, 0.5);
       assert.ok(delayed > low && delayed < high, `${delayed} of 400 delayed`);
+      t.diagnostic(
+        `${delayed} of 400 delayed at FAULT_DELAY_RATE=0.5 (bounds ${low.toFixed(0)} to ${high.toFixed(0)})`,
+      );
     } finally {
       await served.close();
     }
@@ -563,6 +582,10 @@ describe('FAULT_ERROR_RATE and FAULT_DELAY_RATE', () => {
         assert.equal(res.status, 200);
         assert.ok(ms >= 199 && ms < 400 + 1500, `${ms.toFixed(0)} ms`);
       }
+      const times = timed.map(({ ms }) => ms);
+      t.diagnostic(
+        `FAULT_DELAY_MS=200-400: answered after ${Math.min(...times).toFixed(0)} to ${Math.max(...times).toFixed(0)} ms`,
+      );
     } finally {
       await long.close();
     }
@@ -570,7 +593,7 @@ describe('FAULT_ERROR_RATE and FAULT_DELAY_RATE', () => {
 });
 
 describe('delays and shutdown: the built server', () => {
-  it('a request held past the shutdown is answered by half of SHUTDOWN_TIMEOUT_MS, and the process exits 0', async () => {
+  it('a request held past the shutdown is answered by half of SHUTDOWN_TIMEOUT_MS, and the process exits 0', async (t) => {
     const server = await startServer({ FAULT_HEADERS: 'true', SHUTDOWN_TIMEOUT_MS: '3000' });
     const origin = `http://127.0.0.1:${server.port}`;
     const held = request(`${origin}/api/hello`, {
@@ -591,8 +614,142 @@ describe('delays and shutdown: the built server', () => {
     assert.ok(after >= 1400 && after < 2900, `answered ${after.toFixed(0)} ms after SIGTERM`);
     assert.deepEqual(exitOf(exit), { code: 0, signal: null }, server.stderr());
     assert.ok(exit.at - signalledAt < 3000, `exited ${(exit.at - signalledAt).toFixed(0)} ms after SIGTERM`);
+    t.diagnostic(
+      `held 60 s, SHUTDOWN_TIMEOUT_MS=3000: answered ${after.toFixed(0)} ms after SIGTERM, exit 0 after ${(exit.at - signalledAt).toFixed(0)} ms`,
+    );
     const line = server.lines.find((l) => l.request_id === 'held-60s');
     assert.equal(line?.fault, 'delay');
     assert.equal(line?.status, 200);
+  });
+});
+
+describe('over HTTP/2: the plugin on an h2c app of its own', () => {
+  // The service speaks HTTP/1.1; the plugin is held to HTTP/2's semantics on a bare Fastify app.
+  let app: FastifyInstance;
+  let origin: string;
+  const log = new LogCapture();
+  before(async () => {
+    const requestLog = new RequestLog(log, 'info');
+    // Typed as the service's HTTP/1.1 app, whose plugins it registers.
+    app = Fastify({
+      http2: true,
+      logger: { level: 'info', stream: log },
+      logController: requestLog,
+      requestIdHeader: 'x-request-id',
+    }) as unknown as FastifyInstance;
+    await app.register(errorsPlugin);
+    await app.register(faultsPlugin, {
+      settings: { errorRate: 0, errorStatus: 503, delayRate: 0, delayMs: { min: 0, max: 0 }, headers: true },
+      isApiPath: apiPathTest('/'),
+      requestLog,
+      registry: null,
+      shutdownTimeoutMs: 1000,
+    });
+    app.get('/api/hello', async () => ({ message: 'Hello, World!', padding: 'x'.repeat(100) }));
+    origin = await app.listen({ host: '127.0.0.1', port: 0 });
+  });
+  after(() => app.close());
+
+  interface Exchange {
+    status: number | undefined;
+    headers: Record<string, unknown>;
+    body: string;
+    rstCode: number;
+  }
+
+  /** Requests on one HTTP/2 connection, in turn; what each stream got, and how it ended. */
+  async function onOneConnection(requests: Record<string, string>[]): Promise<Exchange[]> {
+    const session = http2Connect(origin);
+    session.on('error', () => {});
+    try {
+      const exchanges: Exchange[] = [];
+      for (const headers of requests) {
+        exchanges.push(
+          await new Promise<Exchange>((resolve) => {
+            const stream = session.request({ ':path': '/api/hello', ...headers });
+            const got: Exchange = { status: undefined, headers: {}, body: '', rstCode: 0 };
+            stream.on('response', (head) => {
+              got.status = head[':status'];
+              got.headers = head;
+            });
+            stream.setEncoding('utf8');
+            stream.on('data', (chunk: string) => {
+              got.body += chunk;
+            });
+            stream.on('error', () => {});
+            stream.on('close', () => resolve({ ...got, rstCode: stream.rstCode ?? 0 }));
+            stream.end();
+          }),
+        );
+      }
+      return exchanges;
+    } finally {
+      session.close();
+    }
+  }
+
+  it('reset, empty and malformed are RST_STREAM on the stream; the connection serves the next request', async () => {
+    const [reset, , empty, , malformed, after] = await onOneConnection([
+      { 'x-fault-connection': 'reset', 'x-request-id': 'h2-reset' },
+      {},
+      { 'x-fault-connection': 'empty', 'x-request-id': 'h2-empty' },
+      {},
+      { 'x-fault-connection': 'malformed', 'x-request-id': 'h2-malformed' },
+      {},
+    ]);
+    assert.deepEqual([reset?.status, reset?.rstCode], [undefined, http2.NGHTTP2_INTERNAL_ERROR]);
+    assert.deepEqual([empty?.status, empty?.rstCode], [undefined, http2.NGHTTP2_NO_ERROR]);
+    assert.deepEqual([malformed?.status, malformed?.rstCode], [undefined, http2.NGHTTP2_PROTOCOL_ERROR]);
+    assert.equal(after?.status, 200);
+    assert.equal(JSON.parse(after?.body ?? '').message, 'Hello, World!');
+  });
+
+  it('truncate: the head with the whole content-length, half the body, then RST_STREAM', async () => {
+    const [cut] = await onOneConnection([{ 'x-fault-connection': 'truncate', 'x-request-id': 'h2-truncate' }]);
+    assert.equal(cut?.status, 200);
+    assert.equal(cut?.headers['x-fault-injected'], 'truncate');
+    const length = Number(cut?.headers['content-length']);
+    assert.equal(cut?.body.length, Math.floor(length / 2));
+    assert.equal(cut?.rstCode, http2.NGHTTP2_INTERNAL_ERROR);
+  });
+
+  it('abort and delay as over HTTP/1.1', async () => {
+    const started = performance.now();
+    const [aborted] = await onOneConnection([
+      { 'x-envoy-fault-delay-request': '200', 'x-envoy-fault-abort-request': '503', 'x-request-id': 'h2-abort' },
+    ]);
+    assert.ok(performance.now() - started >= 199);
+    assert.equal(aborted?.status, 503);
+    assert.equal(aborted?.headers['retry-after'], '1');
+    assert.equal(JSON.parse(aborted?.body ?? '').error.code, 'SERVICE_UNAVAILABLE');
+  });
+
+  it('a held request whose client cancels its stream ends then, logged once with status 0', async () => {
+    const session = http2Connect(origin);
+    try {
+      const stream = session.request({
+        ':path': '/api/hello',
+        'x-envoy-fault-delay-request': '1000',
+        'x-request-id': 'h2-cancelled',
+      });
+      stream.on('error', () => {});
+      stream.end();
+      await new Promise((resolve) => setTimeout(resolve, 150));
+      stream.close(http2.NGHTTP2_CANCEL);
+      await new Promise((resolve) => setTimeout(resolve, 1100));
+      const line = log.lineOf('h2-cancelled');
+      assert.deepEqual([line.status, line.fault], [0, 'delay']);
+      assert.ok((line.duration_ms as number) < 1000);
+    } finally {
+      session.close();
+    }
+  });
+
+  it('logs each broken stream with status 0, naming the fault', () => {
+    for (const kind of ['reset', 'empty', 'truncate', 'malformed']) {
+      const line = log.lineOf(`h2-${kind}`);
+      assert.deepEqual([line.status, line.fault], [0, kind]);
+    }
+    assert.deepEqual([log.lineOf('h2-abort').status, log.lineOf('h2-abort').fault], [503, 'delay,abort']);
   });
 });
