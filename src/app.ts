@@ -137,11 +137,25 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   await app.register(httpGuardPlugin);
   await app.register(versioningPlugin, { isApiPath });
   await app.register(shutdownPlugin, { requestLog });
+  const faults: FaultSettings = {
+    errorRate: config.faultErrorRate,
+    errorStatus: config.faultErrorStatus,
+    delayRate: config.faultDelayRate,
+    delayMs: config.faultDelayMs,
+    headers: config.faultHeaders,
+  };
   await app.register(openapiPlugin, {
     contextPath: config.contextPath,
     isApiPath,
     rateLimited: config.rateLimitMax > 0,
     securityHeaders: API_SECURITY_HEADERS,
+    faults: faultsOn(faults)
+      ? {
+          errorStatus: faults.errorRate > 0 ? faults.errorStatus : null,
+          headers: faults.headers,
+          delays: faults.delayRate > 0,
+        }
+      : null,
   });
   if (config.metricsEnabled) {
     await app.register(metricsPlugin, { requestLog });
@@ -156,13 +170,6 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
     });
     await app.register(rateLimitPlugin, { limiter, isApiPath });
   }
-  const faults: FaultSettings = {
-    errorRate: config.faultErrorRate,
-    errorStatus: config.faultErrorStatus,
-    delayRate: config.faultDelayRate,
-    delayMs: config.faultDelayMs,
-    headers: config.faultHeaders,
-  };
   // Off, nothing of it is registered. After the rate limiter: an injected answer is counted, and carries its headers.
   if (faultsOn(faults)) {
     await app.register(faultsPlugin, {

@@ -21,6 +21,7 @@ import {
   type TestResponse,
   testConfig,
 } from '../helpers.js';
+import { conformanceOf } from '../openapi-conformance.js';
 import { exitOf, killAllServers, startServer, withTimeout } from '../server-process.js';
 
 /**
@@ -588,6 +589,79 @@ describe('FAULT_ERROR_RATE and FAULT_DELAY_RATE', () => {
       );
     } finally {
       await long.close();
+    }
+  });
+});
+
+describe('the OpenAPI document of a deployment that injects faults', () => {
+  // biome-ignore lint/suspicious/noExplicitAny: the document, walked by its own structure
+  const documentOf = async (served: Served): Promise<any> => (await served.send({ path: '/openapi.json' })).json();
+
+  it('off: says nothing of faults', async () => {
+    const served = await serve({});
+    try {
+      const doc = await documentOf(served);
+      assert.doesNotMatch(JSON.stringify(doc), /X-Fault-Injected|Injected|IM_A_TEAPOT|injects faults/);
+    } finally {
+      await served.close();
+    }
+  });
+
+  it("FAULT_ERROR_RATE: every operation under /api lists its status, whose code is the envelope's", async () => {
+    const served = await serve({ faultErrorRate: 0.5, faultErrorStatus: 418, faultDelayRate: 0.1 });
+    try {
+      const doc = await documentOf(served);
+      assert.match(
+        doc.info.description,
+        /This deployment injects faults, for testing what stands around it: a share of the requests under `\/api` is answered 418 instead of being served \(`FAULT_ERROR_RATE`\); a share is held before it is served \(`FAULT_DELAY_RATE`\)\./,
+      );
+      for (const [path, item] of Object.entries<Record<string, { responses: Record<string, { $ref?: string }> }>>(
+        doc.paths,
+      )) {
+        for (const operation of Object.values(item)) {
+          const injected = operation.responses['418']?.$ref;
+          assert.equal(injected, path.startsWith('/api/') ? '#/components/responses/InjectedError' : undefined, path);
+          assert.equal(operation.responses.default, undefined);
+        }
+      }
+      assert.ok(doc.components.schemas.ErrorEnvelope.properties.error.properties.code.enum.includes('IM_A_TEAPOT'));
+      assert.equal(
+        doc.components.responses.InjectedError.headers['X-Fault-Injected'].$ref,
+        '#/components/headers/X-Fault-Injected',
+      );
+      // The injected answers are what the document says they are.
+      const conformance = conformanceOf(served.app);
+      let injected = 0;
+      for (let i = 0; i < 20; i++) {
+        const request = { path: '/api/hello/Ada' };
+        const res = await served.send(request);
+        injected += res.status === 418 ? 1 : 0;
+        conformance.check(request, res);
+      }
+      assert.ok(injected > 0);
+    } finally {
+      await served.close();
+    }
+  });
+
+  it("FAULT_HEADERS: a default response under /api, and every code of 400 to 599 among the envelope's", async () => {
+    const served = await serve({ faultHeaders: true });
+    try {
+      const doc = await documentOf(served);
+      assert.match(doc.info.description, /a request may ask for faults with the headers of Envoy's fault filter/);
+      assert.equal(doc.paths['/api/v1/hello'].get.responses.default.$ref, '#/components/responses/InjectedFault');
+      assert.equal(doc.paths['/healthz'].get.responses.default, undefined);
+      const codes = doc.components.schemas.ErrorEnvelope.properties.error.properties.code.enum;
+      for (const code of ['FORBIDDEN', 'CONFLICT', 'IM_A_TEAPOT', 'BAD_GATEWAY', 'GATEWAY_TIMEOUT', 'INTERNAL_ERROR']) {
+        assert.ok(codes.includes(code), code);
+      }
+      const conformance = conformanceOf(served.app);
+      for (const status of ['403', '409', '418', '502', '599']) {
+        const request = { path: '/api/hello', headers: { 'x-envoy-fault-abort-request': status } };
+        conformance.check(request, await served.send(request));
+      }
+    } finally {
+      await served.close();
     }
   });
 });
