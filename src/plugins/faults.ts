@@ -245,15 +245,14 @@ export const faultsPlugin = fp(
       reply.raw.write(body.subarray(0, Math.floor(body.length / 2)), () => stream.close(code));
     };
 
-    /** Breaks the connection instead of answering (HTTP/1.1: the request has been read whole by now). */
+    /** Breaks the connection instead of sending `body` (HTTP/1.1: the request has been read whole by now). */
     const breakConnection = (
       request: FastifyRequest,
       reply: FastifyReply,
-      payload: unknown,
+      body: Buffer,
       kind: ConnectionFault,
     ): void => {
-      const body = typeof payload === 'string' || Buffer.isBuffer(payload) ? Buffer.from(payload) : Buffer.alloc(0);
-      if (request.raw.httpVersionMajor === 2) {
+      if (isHttp2(request)) {
         breakStream(request, reply, body, kind);
         noAnswer(request, reply);
         return;
@@ -283,13 +282,14 @@ export const faultsPlugin = fp(
     const replaceAnswer: onSendHookHandler = function replaceAnswer(request, reply, payload, done) {
       const plan = request.faults?.plan;
       if (plan === undefined) return done(null, payload);
+      // The service's answers are serialised JSON or nothing (a HEAD, a 304, an injected 204).
+      const body = typeof payload === 'string' || Buffer.isBuffer(payload) ? Buffer.from(payload) : Buffer.alloc(0);
       if (plan.connection !== null) {
         injected(request, reply, plan.connection, 'headers');
-        breakConnection(request, reply, payload, plan.connection);
+        breakConnection(request, reply, body, plan.connection);
         return;
       }
-      const body = typeof payload === 'string' || Buffer.isBuffer(payload) ? Buffer.from(payload) : null;
-      if (plan.throughput !== null && body !== null && body.length > 0 && request.method !== 'HEAD') {
+      if (plan.throughput !== null && body.length > 0 && request.method !== 'HEAD') {
         injected(request, reply, 'throughput', 'headers');
         pace(request, reply, body, plan.throughput);
         return;
