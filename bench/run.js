@@ -10,6 +10,7 @@
  *   npm run bench -- --load autocannon              # wrk is used when installed
  *   npm run bench -- --tracing                      # adds the service exporting spans: all, and a tenth
  *   npm run bench -- --parts --only hello --total 0 # what each default costs: the service with each turned off
+ *   npm run bench -- --faults                       # adds the service with fault injection on, no fault asked for
  *
  * Prints a Markdown report (the one BENCHMARKS.md quotes) and writes it, with the raw
  * figures as JSON, to bench/results/.
@@ -36,6 +37,7 @@ const { values: options } = parseArgs({
     only: { type: 'string' },
     tracing: { type: 'boolean', default: false },
     parts: { type: 'boolean', default: false },
+    faults: { type: 'boolean', default: false },
   },
 });
 /** The endpoints measured: all, or those whose name contains one of the words of `--only`. */
@@ -138,6 +140,8 @@ const SERVERS = [
         }),
       ]),
   ...(options.parts ? PARTS : []),
+  // Its hooks run on every request under /api, reading the fault headers the load never sends.
+  ...(options.faults ? [serviceServer('faults', 'faults on, none asked', root, { FAULT_HEADERS: 'true' })] : []),
   { key: 'node', label: 'node:http', cwd: root, script: 'bench/servers/node-http.js', env: {} },
   ...(options.parts
     ? []

@@ -3,12 +3,14 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import Fastify, { type FastifyInstance } from 'fastify';
 import { type DestinationStream, destination } from 'pino';
 import { type Config, otlpTracesUrl } from './config.js';
+import { type FaultSettings, faultsOn } from './domain/faults.js';
 import type { ApiError } from './errors.js';
 import { SocketAnswers } from './http/socket-answers.js';
 import { apiPathTest } from './lib/api-path.js';
 import { compileOnFirstUse } from './lib/compile-on-first-use.js';
 import { RequestLog, requestLogger } from './logging/request-log.js';
 import { errorsPlugin, sendError } from './plugins/errors.js';
+import { faultsPlugin } from './plugins/faults.js';
 import { HTTP_GUARD_SERVER_OPTIONS, httpGuardPlugin } from './plugins/http-guard.js';
 import { jsonBodyPlugin } from './plugins/json-body.js';
 import { metricsPlugin } from './plugins/metrics.js';
@@ -19,6 +21,7 @@ import { shutdownPlugin } from './plugins/shutdown.js';
 import { tracingPlugin } from './plugins/tracing.js';
 import { validationPlugin } from './plugins/validation.js';
 import { versionedUrlRewriter, versioningPlugin } from './plugins/versioning.js';
+import { adminRoutes } from './routes/admin.js';
 import { currencyRoutes } from './routes/currencies.js';
 import { docsRoutes } from './routes/docs.js';
 import { echoRoutes } from './routes/echo.js';
@@ -30,6 +33,7 @@ import { openapiRoute } from './routes/openapi.js';
 import { profileRoutes } from './routes/profile.js';
 import { searchRoutes } from './routes/search.js';
 import { VISIBLE_LINE } from './schemas.js';
+import { Readiness } from './services/readiness.js';
 import type { ProfileStore } from './stores/profile.js';
 import type { RateLimitStore } from './stores/rate-limit.js';
 import { createStores } from './stores/stores.js';
@@ -134,11 +138,25 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   await app.register(httpGuardPlugin);
   await app.register(versioningPlugin, { isApiPath });
   await app.register(shutdownPlugin, { requestLog });
+  const faults: FaultSettings = {
+    errorRate: config.faultErrorRate,
+    errorStatus: config.faultErrorStatus,
+    delayRate: config.faultDelayRate,
+    delayMs: config.faultDelayMs,
+    headers: config.faultHeaders,
+  };
   await app.register(openapiPlugin, {
     contextPath: config.contextPath,
     isApiPath,
     rateLimited: config.rateLimitMax > 0,
     securityHeaders: API_SECURITY_HEADERS,
+    faults: faultsOn(faults)
+      ? {
+          errorStatus: faults.errorRate > 0 ? faults.errorStatus : null,
+          headers: faults.headers,
+          delays: faults.delayRate > 0,
+        }
+      : null,
   });
   if (config.metricsEnabled) {
     await app.register(metricsPlugin, { requestLog });
@@ -153,6 +171,17 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
     });
     await app.register(rateLimitPlugin, { limiter, isApiPath });
   }
+  // Off, nothing of it is registered. After the rate limiter: an injected answer is counted, and carries its headers.
+  if (faultsOn(faults)) {
+    await app.register(faultsPlugin, {
+      settings: faults,
+      isApiPath,
+      requestLog,
+      registry: config.metricsEnabled ? app.metricsRegistry : null,
+      shutdownTimeoutMs: config.shutdownTimeoutMs,
+    });
+  }
+  const readiness = new Readiness(() => app.draining, stores.health);
 
   // Each route's schema says what that route itself answers; the answers and headers common to
   // every route (errors, versioning, rate limiting) are added to the document in plugins/openapi.ts.
@@ -165,7 +194,10 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
       await service.register(profileRoutes, { store: options.profileStore ?? stores.profile });
       await service.register(exchangeRoutes);
       await service.register(currencyRoutes, { cursorSecret: config.cursorSecret });
-      await service.register(healthRoutes, { stores: stores.health });
+      await service.register(healthRoutes, { readiness });
+      if (config.adminTokenFile !== null) {
+        await service.register(adminRoutes, { tokenFile: config.adminTokenFile, readiness });
+      }
       await service.register(openapiRoute);
       await service.register(docsRoutes, { contextPath: config.contextPath, errors: errorsPlugin });
       if (config.metricsEnabled) await service.register(metricsRoute);

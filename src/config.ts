@@ -173,13 +173,28 @@ function readText(path: string): string {
 }
 
 /**
- * The password in a file, as container secrets give it: its content with one trailing newline
- * stripped. Read at start, and again each time the service reconnects, so a rotated one is used.
+ * A secret in a file, as container secrets give it (a password, a token): its content with one
+ * trailing newline stripped. Read at start, and again by its user when it may have been rotated.
  */
-export function readPasswordFile(path: string): string {
-  const password = readText(path).replace(/\r?\n$/, '');
-  if (password === '') throw new Error('is empty');
-  return password;
+export function readSecretFile(path: string): string {
+  const secret = readText(path).replace(/\r?\n$/, '');
+  if (secret === '') throw new Error('is empty');
+  return secret;
+}
+
+/** RFC 6750's b64token: what a bearer token may be made of, so that it can be sent in Authorization. */
+const B64TOKEN = /^[A-Za-z0-9\-._~+/]+=*$/;
+const MIN_TOKEN_LENGTH = 16;
+
+/** The operator's bearer token in its file (see readSecretFile), checked to be one a client can send. */
+export function readAdminToken(path: string): string {
+  const token = readSecretFile(path);
+  if (!B64TOKEN.test(token) || token.length < MIN_TOKEN_LENGTH) {
+    throw new Error(
+      `must hold a bearer token of at least ${MIN_TOKEN_LENGTH} characters: letters, digits and -._~+/, then = padding (openssl rand -base64 32 makes one)`,
+    );
+  }
+  return token;
 }
 
 const PEM_CERTIFICATE = /-----BEGIN CERTIFICATE-----[^-]+-----END CERTIFICATE-----/g;
@@ -248,6 +263,36 @@ export const TRACE_SAMPLERS = [
   'parentbased_traceidratio',
 ] as const;
 export type TraceSampler = (typeof TRACE_SAMPLERS)[number];
+
+/** A decimal number from 0 to 1, as OpenTelemetry writes sampling ratios: `0.25`, `.5`, `1`. */
+function fraction(raw: string): number {
+  if (!/^(?:0|1)?(?:\.\d+)?$/.test(raw) || raw === '' || raw === '.' || Number(raw) > 1) {
+    throw new Error('must be a decimal number from 0 to 1, such as 0.25');
+  }
+  return Number(raw);
+}
+
+/** The longest delay a fault injects, by setting or by header, in ms. */
+export const MAX_FAULT_DELAY_MS = 60_000;
+
+/** How long an injected delay lasts: `min` ms, or a uniform draw from `min` to `max`. */
+export interface DelayRange {
+  min: number;
+  max: number;
+}
+
+/** `N` or `MIN-MAX`, milliseconds up to MAX_FAULT_DELAY_MS. */
+function delayRange(raw: string): DelayRange {
+  const match = /^(\d{1,9})(?:-(\d{1,9}))?$/.exec(raw);
+  const min = Number(match?.[1]);
+  const max = match?.[2] === undefined ? min : Number(match[2]);
+  if (match === null || max > MAX_FAULT_DELAY_MS || min > max) {
+    throw new Error(
+      `must be milliseconds such as 500, or a range such as 100-2000 (the smaller first), 0 to ${MAX_FAULT_DELAY_MS}`,
+    );
+  }
+  return { min, max };
+}
 
 function oneOf<T extends string>(values: readonly T[], unsupported = ''): Parse<T> {
   return (raw) => {
@@ -484,7 +529,7 @@ export const SETTINGS = {
     help: 'a file holding the Redis password (one trailing newline ignored), read at start and again at each reconnection, so a rotated password is picked up; instead of a password in REDIS_URL',
     default: null,
     parse: (raw) => {
-      readPasswordFile(raw);
+      readSecretFile(raw);
       return raw;
     },
   }),
@@ -533,7 +578,7 @@ export const SETTINGS = {
     help: "a file holding the sentinels' password, read like REDIS_PASSWORD_FILE",
     default: null,
     parse: (raw) => {
-      readPasswordFile(raw);
+      readSecretFile(raw);
       return raw;
     },
   }),
@@ -623,11 +668,48 @@ export const SETTINGS = {
     env: 'OTEL_TRACES_SAMPLER_ARG',
     help: 'the share of traces that traceidratio and parentbased_traceidratio sample, a decimal from 0 to 1 such as 0.1',
     default: 1,
+    parse: fraction,
+  }),
+  /** Fault injection: each FAULT_ setting at its default turns nothing on, and costs nothing. */
+  faultErrorRate: setting({
+    env: 'FAULT_ERROR_RATE',
+    help: 'the share of requests to /api answered with an injected error (FAULT_ERROR_STATUS) instead of being served, a decimal from 0 to 1 such as 0.05',
+    default: 0,
+    parse: fraction,
+  }),
+  faultErrorStatus: setting({
+    env: 'FAULT_ERROR_STATUS',
+    help: "the status of the errors FAULT_ERROR_RATE injects, 400 to 599, answered with the contract's envelope (Retry-After: 1 on 503 and 429)",
+    default: 503,
+    parse: integer(400, 599),
+  }),
+  faultDelayRate: setting({
+    env: 'FAULT_DELAY_RATE',
+    help: 'the share of requests to /api held for FAULT_DELAY_MS before they are served, a decimal from 0 to 1 such as 0.1',
+    default: 0,
+    parse: fraction,
+  }),
+  faultDelayMs: setting<DelayRange>({
+    env: 'FAULT_DELAY_MS',
+    help: `how long FAULT_DELAY_RATE holds a request, in ms: N, or MIN-MAX for a uniform draw between the two, 0 to ${MAX_FAULT_DELAY_MS}`,
+    default: { min: 1000, max: 1000 },
+    defaultText: '1000',
+    parse: delayRange,
+  }),
+  faultHeaders: setting({
+    env: 'FAULT_HEADERS',
+    help: "true, false, 1 or 0, in any case; true: a request to /api may ask for faults with Envoy's x-envoy-fault-* headers and with x-fault-connection (reset, empty, truncate, malformed)",
+    default: false,
+    parse: boolean,
+  }),
+  /** The operator's readiness switch; null: the routes do not exist. */
+  adminTokenFile: setting<string | null>({
+    env: 'ADMIN_TOKEN_FILE',
+    help: 'a file holding the bearer token of POST /readyz/disable and POST /readyz/enable (one trailing newline ignored), read at start and again at each of those requests, so a rotated token is picked up; unset: no such routes',
+    default: null,
     parse: (raw) => {
-      if (!/^(?:0|1)?(?:\.\d+)?$/.test(raw) || raw === '' || raw === '.' || Number(raw) > 1) {
-        throw new Error('must be a decimal number from 0 to 1, such as 0.25');
-      }
-      return Number(raw);
+      readAdminToken(raw);
+      return raw;
     },
   }),
 };
@@ -711,6 +793,7 @@ export function loadConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Con
     );
   }
   checkRedisSettings(config as unknown as Config, given);
+  checkFaultSettings(given);
   return config as unknown as Config;
 }
 
@@ -811,6 +894,23 @@ function checkRedisSettings(config: Config, given: ReadonlySet<keyof Config>): v
       'must have no { or } with REDIS_CLUSTER_NODES: a brace makes a hash tag, which would put every key in one slot',
       config.redisKeyPrefix,
     );
+  }
+}
+
+/** The settings of a fault that do nothing without the share of requests it applies to. */
+const FAULT_RATES = [
+  ['faultErrorStatus', 'faultErrorRate'],
+  ['faultDelayMs', 'faultDelayRate'],
+] as const;
+
+/** A fault's status or length given without its rate is a mistake: it would inject nothing. */
+function checkFaultSettings(given: ReadonlySet<keyof Config>): void {
+  for (const [key, rate] of FAULT_RATES) {
+    if (given.has(key) && !given.has(rate)) {
+      throw new ConfigError(
+        `invalid ${SETTINGS[key].env}: applies to the requests ${SETTINGS[rate].env} chooses, and it is not set`,
+      );
+    }
   }
 }
 

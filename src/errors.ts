@@ -22,6 +22,7 @@ export const ERROR_CODES = {
   VALIDATION_ERROR: 400,
   MALFORMED_JSON: 400,
   BAD_REQUEST: 400,
+  UNAUTHORIZED: 401,
   NOT_FOUND: 404,
   METHOD_NOT_ALLOWED: 405,
   NOT_ACCEPTABLE: 406,
@@ -39,6 +40,11 @@ export const ERROR_CODES = {
   HTTP_VERSION_NOT_SUPPORTED: 505,
 } as const;
 export type ErrorCode = keyof typeof ERROR_CODES;
+/**
+ * The code of an error answer: one of ERROR_CODES, or, for an injected fault's status that the
+ * service never answers by itself, that status's reason phrase in upper snake case (IM_A_TEAPOT).
+ */
+export type EnvelopeCode = ErrorCode | (string & {});
 
 function isErrorCode(code: string): code is ErrorCode {
   return Object.hasOwn(ERROR_CODES, code);
@@ -49,7 +55,7 @@ export const ErrorEnvelope = Type.Object(
   {
     error: Type.Object(
       {
-        code: Type.Unsafe<ErrorCode>({
+        code: Type.Unsafe<EnvelopeCode>({
           type: 'string',
           enum: Object.keys(ERROR_CODES),
           description: 'Machine-readable error code.',
@@ -73,6 +79,7 @@ export type ErrorEnvelope = Static<typeof ErrorEnvelope>;
 /** What the OpenAPI document says of each error status a route may answer. */
 const DESCRIPTIONS = {
   400: 'Validation failed (`VALIDATION_ERROR`, one detail per invalid field, `version`, `path`, `Host` and a repeated `Content-Type` included), the body is not JSON (`MALFORMED_JSON`), or the request is not valid HTTP/1.x (`BAD_REQUEST`, answered before routing, then the connection closes).',
+  401: 'No valid bearer token (`UNAUTHORIZED`); `WWW-Authenticate: Bearer` says how to authenticate.',
   404: 'No such route or resource (`NOT_FOUND`).',
   405: 'The path exists with other methods (`METHOD_NOT_ALLOWED`); `Allow` lists them.',
   406: 'Accept asks only for API versions that do not exist (`NOT_ACCEPTABLE`).',
@@ -110,7 +117,7 @@ export class ApiError extends Error {
   override name = 'ApiError';
   constructor(
     readonly statusCode: number,
-    readonly code: ErrorCode,
+    readonly code: EnvelopeCode,
     message: string,
     readonly details: ErrorDetail[] = [],
     /** Extra response headers, e.g. `Allow` on a 405. */
@@ -132,10 +139,70 @@ export function apiError(
   headers: Record<string, string> = {},
 ): ApiError {
   if (status === 500) return new ApiError(500, INTERNAL_ERROR, GENERIC_MESSAGE);
-  const phrase = STATUS_CODES[status] ?? 'Error';
-  const code = phrase.toUpperCase().replace(/[^A-Z0-9]+/g, '_');
+  const code = reasonCode(status);
   // A status the service has no code for carries no code of ours: INTERNAL_ERROR (spec 7.2, rule 2).
-  return new ApiError(status, isErrorCode(code) ? code : INTERNAL_ERROR, message ?? `${phrase}.`, details, headers);
+  const known = code !== null && isErrorCode(code) ? code : INTERNAL_ERROR;
+  return new ApiError(status, known, message ?? `${STATUS_CODES[status] ?? 'Error'}.`, details, headers);
+}
+
+/**
+ * A status's reason phrase in upper snake case, an apostrophe dropped (418 "I'm a Teapot" is
+ * IM_A_TEAPOT), or null for a status Node has no phrase for.
+ */
+function reasonCode(status: number): string | null {
+  const phrase = STATUS_CODES[status]?.replace(/'/g, '');
+  return phrase === undefined ? null : phrase.toUpperCase().replace(/[^A-Z0-9]+/g, '_');
+}
+
+/** The contract's codes that are not their status's reason phrase, each the one code of its status. */
+const CONTRACT_CODES: Readonly<Record<number, ErrorCode>> = {
+  413: 'PAYLOAD_TOO_LARGE',
+  422: UNSUPPORTED_CURRENCY,
+  429: RATE_LIMIT_EXCEEDED,
+  500: INTERNAL_ERROR,
+};
+
+/** Extra headers an error status comes with, whoever answers it. */
+const STATUS_HEADERS: Readonly<Record<number, Readonly<Record<string, string>>>> = {
+  401: { 'www-authenticate': 'Bearer' },
+  // The service's own 408 closes the connection, as RFC 9110 (15.5.9) expects.
+  408: { connection: 'close' },
+  429: { 'retry-after': '1' },
+  503: { 'retry-after': '1' },
+};
+
+/**
+ * The code an injected error of `status` answers with: the contract's code of that status (the
+ * service's own for 400, BAD_REQUEST, which claims no field or body), else its reason phrase in
+ * upper snake case (403 FORBIDDEN, 418 IM_A_TEAPOT), else, for a status without one (599),
+ * INTERNAL_ERROR: an error that carries no code (spec 7.2, rule 2).
+ */
+export function injectedCode(status: number): EnvelopeCode {
+  return CONTRACT_CODES[status] ?? reasonCode(status) ?? INTERNAL_ERROR;
+}
+
+/**
+ * An error a fault injects instead of the answer: the envelope of its status, with the headers the
+ * service answers that status with (`Allow`, given, on a 405), and a message that says it was
+ * injected and by what; a 500's is the generic one all the same (spec 7.2, rule 5).
+ */
+export function injectedError(status: number, by: string, headers: Readonly<Record<string, string>> = {}): ApiError {
+  const message =
+    status === 500 ? GENERIC_MESSAGE : `Injected fault: answered ${status} instead of being served (${by}).`;
+  return new ApiError(status, injectedCode(status), message, [], { ...STATUS_HEADERS[status], ...headers });
+}
+
+/** A 401: no bearer token, or not the right one (RFC 6750, 3.1: `invalid_token`, only when one was sent). */
+export function unauthorized(tokenSent: boolean): ApiError {
+  return new ApiError(
+    401,
+    'UNAUTHORIZED',
+    tokenSent
+      ? 'The bearer token is not the right one.'
+      : "This needs the operator's bearer token: Authorization: Bearer <token>.",
+    [],
+    { 'www-authenticate': tokenSent ? 'Bearer error="invalid_token"' : 'Bearer' },
+  );
 }
 
 /** The detail's message for a parameter that takes one value and was sent several times. */

@@ -275,3 +275,12 @@ export function collectionPage(item: TSchema, name: string) {
     ),
   ]);
 }
+
+/** The OpenAPI security scheme of the operator's routes, which take the bearer token of ADMIN_TOKEN_FILE. */
+export const OPERATOR_SECURITY = 'operatorToken';
+export const OPERATOR_SECURITY_SCHEME = {
+  type: 'http',
+  scheme: 'bearer',
+  description:
+    'The operator’s token, the content of the file `ADMIN_TOKEN_FILE` names: `Authorization: Bearer <token>`.',
+} as const;

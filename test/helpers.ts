@@ -154,6 +154,16 @@ export function assertLocalNow(timestamp: string): void {
   assert.ok(Math.abs(new Date(timestamp).getTime() - Date.now()) < 10_000, `${timestamp} is now`);
 }
 
+/** The samples of one metric in a Prometheus text exposition: its label sets, as written, and values. */
+export function samples(text: string, name: string): Map<string, number> {
+  const found = new Map<string, number>();
+  for (const line of text.split('\n')) {
+    const match = /^([a-z_]+)(\{[^}]*\})? (\S+)$/.exec(line);
+    if (match?.[1] === name) found.set(match[2] ?? '', Number(match[3]));
+  }
+  return found;
+}
+
 /** Writes raw bytes to a listening server and reads until the server closes the connection. */
 export function rawExchange(port: number, bytes: string): Promise<string> {
   return new Promise((resolve, reject) => {

@@ -205,7 +205,10 @@ export class DocumentConformance {
   }
 
   #problemsAt(responsesPointer: string, operationId: string, method: string, response: ReceivedResponse): string[] {
-    const { value: documented, pointer } = this.#resolve(`${responsesPointer}/${response.status}`);
+    // A status the operation does not list is its `default` response's, when it has one.
+    const listed = this.#resolve(`${responsesPointer}/${response.status}`);
+    const { value: documented, pointer } =
+      listed.value === undefined ? this.#resolve(`${responsesPointer}/default`) : listed;
     if (documented === undefined) return [`${operationId}: status ${response.status} is not documented`];
     const problems: string[] = [];
     for (const [name, entry] of Object.entries<Json>(documented.headers ?? {})) {

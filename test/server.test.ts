@@ -639,6 +639,23 @@ describe('server process (dist/server.js)', { concurrency: 4 }, () => {
         env: { REDIS_URL: 'rediss://127.0.0.1', REDIS_TLS_CA_FILE: `${ROOT}package.json` },
         names: `invalid REDIS_TLS_CA_FILE "${ROOT}package.json": is not a PEM file of certificates`,
       },
+      // Fault injection and the operator's token: checked at start like every setting.
+      { name: 'FAULT_ERROR_RATE=1.5', env: { FAULT_ERROR_RATE: '1.5' }, names: 'FAULT_ERROR_RATE "1.5"' },
+      {
+        name: 'FAULT_DELAY_MS=70000',
+        env: { FAULT_DELAY_RATE: '0.1', FAULT_DELAY_MS: '70000' },
+        names: 'FAULT_DELAY_MS "70000"',
+      },
+      {
+        name: 'ADMIN_TOKEN_FILE that cannot be read',
+        env: { ADMIN_TOKEN_FILE: '/nonexistent/admin-token' },
+        names: 'invalid ADMIN_TOKEN_FILE "/nonexistent/admin-token": cannot be read (ENOENT)',
+      },
+      {
+        name: 'ADMIN_TOKEN_FILE that is empty',
+        env: { ADMIN_TOKEN_FILE: '/dev/null' },
+        names: 'invalid ADMIN_TOKEN_FILE "/dev/null": is empty',
+      },
       // Node runs in UTC for a zone it cannot read, without a word.
       { name: 'TZ=Invalid/Zone', env: { TZ: 'Invalid/Zone' }, names: 'invalid TZ "Invalid/Zone"' },
       { name: 'TZ=asia/kolkata', env: { TZ: 'asia/kolkata' }, names: 'invalid TZ "asia/kolkata"' },

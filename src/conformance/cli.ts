@@ -56,6 +56,12 @@ export function summary(report: Report): string {
   return `${report.passed} passed, ${report.failed} failed, ${report.skipped} skipped`;
 }
 
+/** What a run says of a deployment that injects faults; null when no answer named one. */
+export function faultsNote(report: Report): string | null {
+  if (report.injected === 0) return null;
+  return `the deployment injects faults: ${report.injected} of ${report.requests} answers named one (X-Fault-Injected); a check failed by an injected error is skipped, saying so`;
+}
+
 /** Runs the command line `args` (after `conformance`); resolves with the exit code. */
 export async function conformanceMain(args: readonly string[]): Promise<number> {
   const out = process.stdout;
@@ -113,8 +119,9 @@ export async function conformanceMain(args: readonly string[]): Promise<number> 
       },
     });
     clear();
+    const note = faultsNote(report);
     if (values.json) out.write(`${JSON.stringify(report, null, 2)}\n`);
-    else out.write(`${summary(report)}\n`);
+    else out.write(`${note === null ? '' : `${note}\n`}${summary(report)}\n`);
     return report.failed === 0 ? 0 : 1;
   } catch (error) {
     const message =

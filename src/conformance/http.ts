@@ -61,6 +61,15 @@ function dechunk(body: Buffer): Buffer {
 /** Lowest count of requests left in the window before the client waits for the next window. */
 const QUOTA_RESERVE = 8;
 
+/** The header with which the service names the faults it injected into an answer (`abort`, `delay, abort`). */
+export const INJECTED_HEADER = 'x-fault-injected';
+
+/** Whether an answer says it is an injected fault instead of the service's answer: an abort. */
+export function isInjectedAbort(response: Response): boolean {
+  const kinds = String(response.headers[INJECTED_HEADER] ?? '').split(',');
+  return kinds.some((kind) => kind.trim() === 'abort');
+}
+
 export class Http {
   readonly origin: URL;
   /** The base URL's path without its trailing slash: a context path such as `/svc`, or ''. */
@@ -72,6 +81,8 @@ export class Http {
   #quota: { remaining: number; resetAt: number } | undefined;
   /** Told of each wait for the rate-limit window, for the progress line. */
   onWait: (seconds: number) => void = () => {};
+  /** The answers that name faults injected into them (X-Fault-Injected), in the order they came. */
+  readonly injected: Response[] = [];
 
   constructor(base: URL, budget: Budget) {
     this.origin = new URL(base.origin);
@@ -125,14 +136,20 @@ export class Http {
       if (wait > 0) await this.#sleep(wait + 100);
     }
     for (let attempt = 0; ; attempt += 1) {
-      const response = await this.#once(request);
+      const response = this.#note(await this.#once(request));
       if (api) this.#noteQuota(response);
-      if (response.status !== 429 || request.spendQuota || attempt === 2) return response;
+      // An injected 429 says nothing of this client's quota.
+      if (response.status !== 429 || request.spendQuota || attempt === 2 || isInjectedAbort(response)) return response;
       // Another client from this address spent the window: wait for the next one.
       const retryAfter = Number(response.headers['retry-after']);
       if (!Number.isInteger(retryAfter) || retryAfter < 0) return response;
       await this.#sleep(retryAfter * 1000 + 100);
     }
+  }
+
+  #note(response: Response): Response {
+    if (response.headers[INJECTED_HEADER] !== undefined) this.injected.push(response);
+    return response;
   }
 
   #noteQuota(response: Response): void {
@@ -232,7 +249,7 @@ export class Http {
     if (/chunked/i.test(String(headers['transfer-encoding']))) body = dechunk(body);
     else if (Number.isInteger(length)) body = body.subarray(0, length);
     const status = Number(/^HTTP\/1\.[01] (\d{3})/.exec(statusLine)?.[1] ?? 0);
-    return { request: { method: 'RAW', path: what }, status, headers, body, text: body.toString('utf8') };
+    return this.#note({ request: { method: 'RAW', path: what }, status, headers, body, text: body.toString('utf8') });
   }
 
   /** A raw connection to the origin, for what a client library will not send. */

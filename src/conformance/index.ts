@@ -1,6 +1,8 @@
+import { STATUS_CODES } from 'node:http';
+import { expectEnvelope } from './assert.js';
 import { ALL_CHECKS } from './checks/all.js';
 import { type Check, CheckFailure, CheckSkip, type Context, GROUPS, type Group, makeContext } from './context.js';
-import { BudgetError, Http, ToolError } from './http.js';
+import { BudgetError, Http, INJECTED_HEADER, isInjectedAbort, type Response, ToolError } from './http.js';
 
 /**
  * The conformance kit as a library: `runConformance` runs black-box checks of the interface
@@ -35,6 +37,11 @@ export interface Report {
   skipped: number;
   /** Requests sent, connections opened included. */
   requests: number;
+  /**
+   * Answers that named faults injected into them (X-Fault-Injected): the deployment injects faults.
+   * A check that failed on an injected error is skipped, saying so, not failed.
+   */
+  injected: number;
   durationMs: number;
   results: CheckResult[];
 }
@@ -163,6 +170,7 @@ export async function runConformance(options: Options): Promise<Report> {
     failed: count('fail'),
     skipped: count('skip'),
     requests: http.sent,
+    injected: http.injected.length,
     durationMs: Date.now() - started,
     results,
   };
@@ -177,15 +185,83 @@ async function runOne(check: Check, ctx: Context, spent: string | undefined): Pr
   if (needs !== undefined && !ctx.options[needs === 'rate-limit' ? 'rateLimit' : needs]) {
     return { ...base, outcome: 'skip', reason: `needs ${FLAGS[needs]}` };
   }
+  const injectedBefore = ctx.http.injected.length;
   try {
     await check.run(ctx);
     return { ...base, outcome: 'pass' };
   } catch (error) {
     if (error instanceof CheckSkip) return { ...base, outcome: 'skip', reason: error.message };
     if (error instanceof BudgetError) return { ...base, outcome: 'skip', reason: `budget: ${error.message}` };
+    const aborts = ctx.http.injected.slice(injectedBefore).filter(isInjectedAbort);
+    if (aborts.length > 0) return injectedOutcome(base, aborts);
     if (error instanceof CheckFailure) {
       return { ...base, outcome: 'fail', expected: error.expected, actual: error.actual };
     }
     return { ...base, outcome: 'fail', expected: 'an answer', actual: (error as Error).message };
+  }
+}
+
+/** The contract's codes of the statuses whose code is not their reason phrase in upper snake case. */
+const CONTRACT_CODES: Readonly<Record<number, readonly string[]>> = {
+  400: ['VALIDATION_ERROR', 'MALFORMED_JSON', 'BAD_REQUEST'],
+  413: ['PAYLOAD_TOO_LARGE'],
+  422: ['UNSUPPORTED_CURRENCY'],
+  429: ['RATE_LIMIT_EXCEEDED'],
+  500: ['INTERNAL_ERROR'],
+};
+
+/**
+ * The codes the contract allows an injected error of `status`: the code its table gives that
+ * status, else the reason phrase in upper snake case (418 IM_A_TEAPOT), else, with no phrase,
+ * INTERNAL_ERROR (spec 7.2, rule 2).
+ */
+function injectedCodes(status: number): readonly string[] {
+  const phrase = STATUS_CODES[status]?.replace(/'/g, '');
+  return (
+    CONTRACT_CODES[status] ?? [
+      phrase === undefined ? 'INTERNAL_ERROR' : phrase.toUpperCase().replace(/[^A-Z0-9]+/g, '_'),
+    ]
+  );
+}
+
+/**
+ * A check that failed where the deployment answered an injected error instead: the clause was not
+ * tested, so the check is skipped, naming the answer; unless that answer breaks the contract's rule
+ * for injected faults (the envelope of its status, with its code, as every error), which fails it.
+ */
+function injectedOutcome(base: Omit<CheckResult, 'outcome'>, aborts: readonly Response[]): CheckResult {
+  for (const res of aborts) {
+    // A success or a redirect injected has no body to hold to the envelope, nor has an answer to HEAD.
+    if (res.status < 400 || res.request.method === 'HEAD') continue;
+    const allowed = injectedCodes(res.status);
+    const sent = sentCode(res);
+    try {
+      expectEnvelope(res, res.status, sent !== null && allowed.includes(sent) ? sent : (allowed[0] as string));
+    } catch (error) {
+      if (!(error instanceof CheckFailure)) throw error;
+      return {
+        ...base,
+        outcome: 'fail',
+        expected: `an injected fault's answer to be the contract's error envelope (contract: Errors): ${error.expected}`,
+        actual: error.actual,
+      };
+    }
+  }
+  const [first] = aborts as [Response];
+  const code = sentCode(first);
+  return {
+    ...base,
+    outcome: 'skip',
+    reason: `an injected fault answered ${first.request.method} ${first.request.path}: ${first.status}${code === null ? '' : ` ${code}`} (${INJECTED_HEADER}: ${String(first.headers[INJECTED_HEADER])})`,
+  };
+}
+
+/** The envelope's code of an answer, or null when it has none. */
+function sentCode(res: Response): string | null {
+  try {
+    const code = (JSON.parse(res.text) as { error?: { code?: unknown } } | null)?.error?.code;
+    return typeof code === 'string' ? code : null;
+  } catch {
+    return null;
   }
 }

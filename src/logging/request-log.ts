@@ -26,6 +26,9 @@ export interface TraceIds {
 /** A request's trace, or null when it has none. */
 export type TraceIdsOf = (request: FastifyRequest) => TraceIds | null;
 
+/** The faults injected into a request, as its line names them (`delay,abort`: plain words), or null for none. */
+export type FaultsOf = (request: FastifyRequest) => string | null;
+
 /**
  * A request's logger: a pino child with the request's id, made only once something logs through
  * it. Most requests never do (their one line is `RequestLog`'s), and making a child for each
@@ -120,6 +123,8 @@ export class RequestLog extends LogController {
   readonly #prefix = `{"level":${INFO},"time":`;
   readonly #bindings = `,"pid":${process.pid},"hostname":${JSON.stringify(hostname())},"request_id":"`;
   #traceIdsOf: TraceIdsOf = () => null;
+  /** Null unless faults are injected: then a line names them. */
+  #faultsOf: FaultsOf | null = null;
 
   /** `stream` and `level` are those of the app's pino logger. */
   constructor(stream: DestinationStream, level: LevelWithSilent) {
@@ -138,6 +143,11 @@ export class RequestLog extends LogController {
     this.#traceIdsOf = find;
   }
 
+  /** Where each line's `fault` comes from, when faults are injected. */
+  faultsOf(find: FaultsOf): void {
+    this.#faultsOf = find;
+  }
+
   // The completed line says all there is to say; a second line per request would double the volume.
   override incomingRequest(): void {}
 
@@ -148,9 +158,17 @@ export class RequestLog extends LogController {
     const durationMs = Math.round(ms * 1000) / 1000;
     const failure = request.failure ?? error;
     const trace = failure != null || this.#enabled ? this.#traceIdsOf(request) : null;
+    const fault = this.#faultsOf === null ? null : this.#faultsOf(request);
     if (failure != null) {
       const ids = trace === null ? {} : { trace_id: trace.traceId, span_id: trace.spanId };
-      const line = { ...ids, method: request.method, url: request.originalUrl, route, status: reply.statusCode };
+      const line = {
+        ...ids,
+        method: request.method,
+        url: request.originalUrl,
+        route,
+        status: reply.statusCode,
+        ...(fault !== null && { fault }),
+      };
       request.log.error({ ...line, duration_ms: durationMs, err: failure }, 'request failed');
     } else if (this.#enabled) {
       // The ids are lower-case hex, written as they are.
@@ -159,7 +177,8 @@ export class RequestLog extends LogController {
         `${this.#prefix}${now()}${this.#bindings}${request.id}"${ids},"method":${jsonString(request.method)}` +
           // As sent: /api/v1/hello, not the /api/hello it was routed as.
           `,"url":${jsonString(request.originalUrl)},"route":${route === null ? 'null' : `"${route}"`}` +
-          `,"status":${reply.statusCode},"duration_ms":${durationMs},"msg":"request completed"}\n`,
+          `,"status":${reply.statusCode}${fault === null ? '' : `,"fault":"${fault}"`}` +
+          `,"duration_ms":${durationMs},"msg":"request completed"}\n`,
       );
     }
   }

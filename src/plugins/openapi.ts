@@ -1,9 +1,9 @@
 import type { SwaggerOptions } from '@fastify/swagger';
 import Fastify, { type FastifyInstance, type FastifySchema, type RouteOptions } from 'fastify';
 import fp from 'fastify-plugin';
-import { type DocumentedStatus, errorDescription, RETRY_AFTER_HEADER } from '../errors.js';
+import { type DocumentedStatus, errorDescription, injectedCode, RETRY_AFTER_HEADER } from '../errors.js';
 import { type ApiPathTest, apiBase } from '../lib/api-path.js';
-import { DOCUMENTED_AS, JSON_BODY_MEDIA_TYPES } from '../schemas.js';
+import { DOCUMENTED_AS, JSON_BODY_MEDIA_TYPES, OPERATOR_SECURITY, OPERATOR_SECURITY_SCHEME } from '../schemas.js';
 import { API_VERSION, LICENSE, VERSION } from '../version.js';
 
 /**
@@ -27,6 +27,12 @@ export interface OpenapiOptions {
   rateLimited: boolean;
   /** The security headers every JSON answer carries, by lower-case name. */
   securityHeaders: Readonly<Record<string, string>>;
+  /**
+   * What the deployment injects into the operations under `/api`, when fault injection is on: the
+   * status FAULT_ERROR_RATE answers (null without it), whether requests may ask for faults, and
+   * whether any are delayed at random; null when it is off.
+   */
+  faults: { errorStatus: number | null; headers: boolean; delays: boolean } | null;
 }
 
 const DESCRIPTION = `A small JSON-over-HTTP reference service: greetings, a search echo, a lossless JSON echo, a
@@ -161,7 +167,12 @@ const HEADER_DESCRIPTIONS: Record<string, string> = {
   'RateLimit-Remaining': 'Requests left to this client in the current window.',
   'RateLimit-Reset': 'Seconds until the current window ends.',
   Allow: 'The methods the path takes.',
+  'X-Fault-Injected':
+    'The faults injected into this answer, in the order they happened: `delay`, `abort`, `throughput`, `truncate`.',
 };
+
+/** The lowest and highest status a request may ask `x-envoy-fault-abort-request` for, as Envoy takes it. */
+const ABORT_STATUSES = { min: 200, max: 599 };
 
 /** Everything the document adds to the routes' own schemas, worked out for one configuration. */
 class Shaper {
@@ -250,6 +261,46 @@ class Shaper {
     return { $ref: `#/components/responses/${name}` };
   }
 
+  /** The response of an injected fault, a component made on first use: the envelope, with `X-Fault-Injected`. */
+  #injectedResponse(name: string, description: string, status: number | null): Json {
+    if (this.responses[name] === undefined) {
+      const headers: Record<string, Json> = {
+        ...this.#common(true, false),
+        'X-Fault-Injected': this.#header('X-Fault-Injected', { type: 'string', examples: ['abort', 'delay, abort'] }),
+      };
+      if (status === 429 || status === 503) {
+        headers['Retry-After'] = this.#header('Retry-After', RETRY_AFTER_HEADER['Retry-After']);
+      }
+      this.responses[name] = {
+        description,
+        headers,
+        content: { 'application/json': { schema: { $ref: '#/components/schemas/ErrorEnvelope' } } },
+      };
+    }
+    return { $ref: `#/components/responses/${name}` };
+  }
+
+  /** The answers fault injection adds to an operation under `/api`: its random error's status, and any asked for. */
+  #injected(responses: Record<string, Json>): void {
+    const faults = this.#options.faults;
+    if (faults === null) return;
+    const status = faults.errorStatus;
+    if (status !== null && responses[status] === undefined) {
+      responses[status] = this.#injectedResponse(
+        'InjectedError',
+        `An injected fault: a share of the requests (\`FAULT_ERROR_RATE\`) are answered ${status} instead of being served.`,
+        status,
+      );
+    }
+    if (faults.headers) {
+      responses.default = this.#injectedResponse(
+        'InjectedFault',
+        `An injected fault the request asked for with \`x-envoy-fault-abort-request\`: any status from ${ABORT_STATUSES.min} to ${ABORT_STATUSES.max}, the error envelope for 4xx and 5xx, no body for 2xx and 3xx.`,
+        null,
+      );
+    }
+  }
+
   /** An operation as documented: the common errors, the headers of its own answers, its parameters' forms. */
   operation(operation: Operation, api: boolean): void {
     const own = operation.responses;
@@ -267,7 +318,10 @@ class Shaper {
       responses[status] = { ...response, headers: { ...this.#common(api, false), ...ownHeaders } };
     }
     for (const status of common) responses[status] = this.#errorResponse(Number(status) as DocumentedStatus, api);
-    operation.responses = Object.fromEntries(Object.entries(responses).sort(([a], [b]) => Number(a) - Number(b)));
+    if (api) this.#injected(responses);
+    // By status, `default` last.
+    const order = (status: string) => (status === 'default' ? Number.POSITIVE_INFINITY : Number(status));
+    operation.responses = Object.fromEntries(Object.entries(responses).sort(([a], [b]) => order(a) - order(b)));
     operation.parameters = operation.parameters?.map((parameter) => {
       if (parameter.in === 'query' && parameter.name === 'version' && api) {
         this.parameters.Version ??= parameter;
@@ -340,6 +394,40 @@ function nameSchemas(document: Json): void {
   visit(document.paths);
 }
 
+/**
+ * What the document says of the faults a deployment injects: a paragraph of its description, and
+ * every code an injected error may carry among the envelope's codes.
+ */
+function documentFaults(document: Json, faults: NonNullable<OpenapiOptions['faults']>): void {
+  const kinds = [
+    faults.errorStatus === null
+      ? null
+      : `a share of the requests under \`/api\` is answered ${faults.errorStatus} instead of being served (\`FAULT_ERROR_RATE\`)`,
+    faults.delays ? 'a share is held before it is served (`FAULT_DELAY_RATE`)' : null,
+    faults.headers
+      ? "a request may ask for faults with the headers of Envoy's fault filter (`x-envoy-fault-abort-request`, `x-envoy-fault-delay-request`, `x-envoy-fault-throughput-response` and their `-percentage`) and `x-fault-connection` (`reset`, `empty`, `truncate`, `malformed`)"
+      : null,
+  ].filter((kind) => kind !== null);
+  const info = document.info as Json;
+  info.description = `${info.description}\n\nThis deployment injects faults, for testing what stands around it: ${kinds.join('; ')}. An answer names the faults injected into it in \`X-Fault-Injected\`; an injected error is the envelope of its status.`;
+  const statuses = faults.headers
+    ? Array.from({ length: ABORT_STATUSES.max - 400 + 1 }, (_, i) => 400 + i)
+    : faults.errorStatus === null
+      ? []
+      : [faults.errorStatus];
+  const envelope = (document.components as { schemas: Record<string, Json> }).schemas.ErrorEnvelope as Json;
+  const code = ((envelope.properties as Json).error as Json).properties as Json;
+  const codeSchema = code.code as { enum: string[] };
+  codeSchema.enum = [...new Set([...codeSchema.enum, ...statuses.map(injectedCode)])];
+}
+
+/** Whether an operation of the document takes a security scheme: the operator's routes, when they are served. */
+function anySecured(paths: Record<string, Json>): boolean {
+  return Object.values(paths).some((item) =>
+    METHODS.some((method) => ((item[method] as { security?: unknown[] } | undefined)?.security?.length ?? 0) > 0),
+  );
+}
+
 /** The document, as an object and as YAML. */
 export interface OpenapiDocument {
   readonly object: Json;
@@ -376,6 +464,8 @@ function swaggerOptions(options: OpenapiOptions): SwaggerOptions {
         { name: 'currencies', description: 'The currencies of the exchange table' },
         { name: 'operations', description: 'Health, readiness, metrics and this document' },
       ],
+      // The generator needs every scheme a route may name; the document keeps it only if one does.
+      components: { securitySchemes: { [OPERATOR_SECURITY]: OPERATOR_SECURITY_SCHEME } },
     },
     // The paths keep the context path: the document's one server is the host's root.
     stripBasePath: false,
@@ -388,13 +478,15 @@ function swaggerOptions(options: OpenapiOptions): SwaggerOptions {
       document.paths = shaper.paths(document.paths as Record<string, Json>);
       nameSchemas(document);
       const components = document.components as Json;
+      if (!anySecured(document.paths as Record<string, Json>)) delete components.securitySchemes;
+      if (options.faults !== null) documentFaults(document, options.faults);
       Object.assign(components, {
         responses: shaper.responses,
         headers: shaper.headers,
         parameters: shaper.parameters,
       });
       // Relative: the host that served this document, whatever name it was reached by.
-      // The API has no authentication, and says so.
+      // The API has no authentication, and says so; the operator's routes name their own.
       return {
         ...document,
         servers: [{ url: '/', description: 'The host that serves this document' }],

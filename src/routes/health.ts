@@ -1,17 +1,17 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
 import { apiError, errorResponses } from '../errors.js';
-import type { StoreHealth } from '../stores/availability.js';
+import type { Readiness as ReadinessState } from '../services/readiness.js';
 
 export interface HealthRoutesOptions {
-  stores: StoreHealth;
+  readiness: ReadinessState;
 }
 
 /**
  * Liveness and readiness, for load balancers and orchestrators. Readiness turns 503 as soon
- * as shutdown begins, so traffic drains away while in-flight requests finish, and while the
- * stores cannot serve (Redis unreachable), saying why; liveness stays 200 then, since a restart
- * would not bring Redis back.
+ * as shutdown begins, so traffic drains away while in-flight requests finish, while an operator
+ * has taken the service out, and while the stores cannot serve (Redis unreachable), saying why;
+ * liveness stays 200 then, since a restart would cure none of these.
  */
 export const Health = Type.Object(
   { status: Type.Literal('ok') },
@@ -23,7 +23,7 @@ export const Readiness = Type.Object(
   { additionalProperties: false, title: 'Readiness', examples: [{ status: 'ready' }] },
 );
 
-export const healthRoutes: FastifyPluginAsyncTypebox<HealthRoutesOptions> = async (app, { stores }) => {
+export const healthRoutes: FastifyPluginAsyncTypebox<HealthRoutesOptions> = async (app, { readiness }) => {
   app.get(
     '/healthz',
     {
@@ -46,7 +46,8 @@ export const healthRoutes: FastifyPluginAsyncTypebox<HealthRoutesOptions> = asyn
       schema: {
         operationId: 'getReadiness',
         summary: 'Readiness',
-        description: 'Ready for traffic; 503 while shutting down or while Redis is unavailable, saying why.',
+        description:
+          'Ready for traffic; 503 while shutting down, while taken out of service by an operator, or while Redis is unavailable, saying why.',
         tags: ['operations'],
         response: {
           200: Readiness,
@@ -55,9 +56,8 @@ export const healthRoutes: FastifyPluginAsyncTypebox<HealthRoutesOptions> = asyn
       },
     },
     async () => {
-      if (app.draining) throw apiError(503, 'The service is shutting down.');
-      const reason = await stores.unavailableReason();
-      if (reason !== null) throw apiError(503, `Not ready: ${reason}`);
+      const reason = await readiness.notReadyReason();
+      if (reason !== null) throw apiError(503, reason);
       return { status: 'ready' as const };
     },
   );

@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import type { ConnectionOptions } from 'node:tls';
 import { Cluster, type ClusterOptions, Redis, type RedisOptions } from 'ioredis';
-import { type Config, readPasswordFile, redisTlsOn } from '../config.js';
+import { type Config, readSecretFile, redisTlsOn } from '../config.js';
 
 /** The settings the Redis client is built from. */
 export type RedisSettings = Pick<
@@ -46,11 +46,11 @@ export interface RedisClientHooks {
  */
 function passwordReader(path: string | null, onPassword: (password: string) => void): () => string | undefined {
   if (path === null) return () => undefined;
-  let last = readPasswordFile(path);
+  let last = readSecretFile(path);
   onPassword(last);
   return () => {
     try {
-      const current = readPasswordFile(path);
+      const current = readSecretFile(path);
       if (current !== last) onPassword(current);
       last = current;
     } catch {

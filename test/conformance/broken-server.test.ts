@@ -19,6 +19,8 @@ const FAILS: Record<Fault, string[]> = {
   'html-404': ['errors.not-found', 'errors.not-found-outside-api'],
   'lossy-echo': ['echo.big-integer', 'echo.long-decimal', 'echo.key-order'],
   'strict-traceparent': ['trace-context.never-breaks'],
+  // An injected fault is no contract failure, unless it is outside the envelope.
+  'html-injected-fault': ['hello.greeting-unicode'],
 };
 
 async function failing(faults: Fault[]): Promise<string[]> {
@@ -56,6 +58,12 @@ describe('the conformance kit against a deliberately broken server', () => {
       assert.notEqual(pairs?.actual, undefined);
       const notFound = failed.find((result) => result.id === 'errors.not-found');
       assert.match(notFound?.actual ?? '', /text\/html/);
+      const injected = failed.find((result) => result.id === 'hello.greeting-unicode');
+      assert.match(
+        injected?.expected ?? '',
+        /^an injected fault's answer to be the contract's error envelope \(contract: Errors\)/,
+      );
+      assert.equal(report.injected > 0, true);
       assert.equal(report.passed + report.failed, report.results.length);
     } finally {
       await close(server);

@@ -19,7 +19,9 @@ export type Fault =
   /** The echo goes through JSON.parse and JSON.stringify. */
   | 'lossy-echo'
   /** A request with a traceparent of a version it does not know fails. */
-  | 'strict-traceparent';
+  | 'strict-traceparent'
+  /** The greeting of שלום answered by an injected fault (X-Fault-Injected: abort) that is an HTML page. */
+  | 'html-injected-fault';
 
 const TABLE = [
   { code: 'BHD', name: 'Bahraini Dinar', minor_units: 3, rate: '0.376' },
@@ -223,6 +225,13 @@ async function handle(req: IncomingMessage, res: ServerResponse, faults: Readonl
   let status = 200;
   let body: string;
   const headers: Record<string, string> = { 'Content-Type': 'application/json; charset=utf-8' };
+  if (faults.has('html-injected-fault') && req.url === `/api/hello/${encodeURIComponent('שלום')}`) {
+    req.resume();
+    res
+      .writeHead(503, { 'Content-Type': 'text/html', 'X-Request-Id': id, 'X-Fault-Injected': 'abort' })
+      .end('<html><body>503 Service Unavailable</body></html>');
+    return;
+  }
   try {
     body = await answer(req, faults);
     if (!faults.has('no-request-id-on-success')) headers['X-Request-Id'] = id;

@@ -3,7 +3,7 @@ import { existsSync } from 'node:fs';
 import { readdir, readFile } from 'node:fs/promises';
 import { after, before, describe, it } from 'node:test';
 import { killAllServers, ROOT, type RunningServer, startServer } from '../server-process.js';
-import { type Example, matchOutput, parseExamples, runExample, untestedOutputs } from './examples.js';
+import { type Example, matchOutput, parseExamples, runExample, runSetup, untestedOutputs } from './examples.js';
 
 /**
  * Every ```console example of README.md and docs/ runs against a service of its own, built as
@@ -23,6 +23,10 @@ after(killAllServers);
 
 /** Runs `example` against a fresh service with its settings; the mismatch, described, or null. */
 async function check(example: Example): Promise<string | null> {
+  const setup = await runSetup(example);
+  if (setup !== null) {
+    return `${example.file}:${setup.step.line}: $ ${setup.step.command}\n--- expected\n${setup.step.expected}--- actual\n${setup.actual}`;
+  }
   const server = await startServer(example.env);
   try {
     const mismatch = await runExample(example, server.port);
@@ -76,6 +80,7 @@ describe('the example runner', () => {
       file: 'x.md',
       line: 2,
       env: { RATE_LIMIT_MAX: '2', TRUST_PROXY: '1' },
+      setup: [],
       steps: [
         {
           command: "curl -s localhost:8080/api/echo -H 'Content-Type: application/json' \\\n  -d '{}'",
@@ -85,6 +90,25 @@ describe('the example runner', () => {
         { command: 'curl -s -o /dev/null localhost:8080/api/hello', expected: '', line: 7 },
       ],
     });
+  });
+
+  it('runs the commands before the npm start line before the service starts', () => {
+    const [example] = parseExamples(
+      'x.md',
+      [
+        '```console',
+        "$ printf 'token\\n' > /tmp/x-token",
+        '$ ADMIN_TOKEN_FILE=/tmp/x-token npm start &',
+        '$ curl -s localhost:8080/healthz',
+        '{"status":"ok"}',
+        '```',
+      ].join('\n'),
+    );
+    assert.deepEqual(example?.env, { ADMIN_TOKEN_FILE: '/tmp/x-token' });
+    assert.deepEqual(example?.setup, [{ command: "printf 'token\\n' > /tmp/x-token", expected: '', line: 2 }]);
+    assert.deepEqual(example?.steps, [
+      { command: 'curl -s localhost:8080/healthz', expected: '{"status":"ok"}\n', line: 4 },
+    ]);
   });
 
   it('matches placeholders by their shape only, and everything else exactly', () => {

@@ -5,8 +5,9 @@ import { ROOT } from '../server-process.js';
 /**
  * The documentation's examples, as docs/development.md describes them: a ```console block whose
  * `$ ` lines are commands (a line ending in `\` goes on with the next) and whose other lines are
- * what the command before them prints. A first command `$ [NAME=value ...] npm start &` says which
- * settings the block's service starts with. Placeholders such as `<etag>` match loosely, and a
+ * what the command before them prints. A command `$ [NAME=value ...] npm start &` says which
+ * settings the block's service starts with; the commands before it run before the service starts
+ * (to write a file it reads). Placeholders such as `<etag>` match loosely, and a
  * value they matched replaces the same placeholder in the block's later commands.
  */
 
@@ -25,6 +26,8 @@ export interface Example {
   line: number;
   /** The settings of the block's service, from its `npm start &` line. */
   env: Record<string, string>;
+  /** The commands before that line, run before the service starts. */
+  setup: Step[];
   steps: Step[];
 }
 
@@ -48,9 +51,10 @@ export function parseExamples(file: string, text: string): Example[] {
   const lines = text.split('\n');
   for (let i = 0; i < lines.length; i++) {
     if (FENCE.exec(lines[i] ?? '')?.[1] !== 'console') continue;
-    const example: Example = { file, line: i + 1, env: {}, steps: [] };
+    const example: Example = { file, line: i + 1, env: {}, setup: [], steps: [] };
     let step: Step | undefined;
     let continued = false;
+    let started = false;
     for (i++; i < lines.length && !(lines[i] ?? '').startsWith('```'); i++) {
       const line = lines[i] ?? '';
       if (continued && step !== undefined) {
@@ -58,11 +62,13 @@ export function parseExamples(file: string, text: string): Example[] {
       } else if (line.startsWith('$ ')) {
         step = { command: line.slice(2), expected: '', line: i + 1 };
         const start = START.exec(step.command);
-        if (start !== null && example.steps.length === 0) {
+        if (start !== null && !started) {
           for (const pair of (start[1] ?? '').trim().split(' ').filter(Boolean)) {
             const [name = '', value = ''] = pair.split(/=(.*)/);
             example.env[name] = value;
           }
+          started = true;
+          example.setup = example.steps.splice(0);
           step = undefined;
           continue;
         }
@@ -155,9 +161,18 @@ export interface Mismatch {
 }
 
 /** Runs an example's commands in order against the service at `port`; the first step whose output differs, or null. */
-export async function runExample(example: Example, port: number): Promise<Mismatch | null> {
+export function runExample(example: Example, port: number): Promise<Mismatch | null> {
+  return runSteps(example.steps, port);
+}
+
+/** Runs the commands an example runs before its service starts; the first whose output differs, or null. */
+export function runSetup(example: Example): Promise<Mismatch | null> {
+  return runSteps(example.setup, 0);
+}
+
+async function runSteps(steps: readonly Step[], port: number): Promise<Mismatch | null> {
   const values = new Map<string, string>();
-  for (const step of example.steps) {
+  for (const step of steps) {
     const actual = await runCommand(runnable(step.command, port, values));
     const captured = matchOutput(step.expected, actual);
     if (captured === null) return { step, actual };

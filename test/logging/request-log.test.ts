@@ -113,7 +113,10 @@ describe('the request log line', () => {
         fc.asyncProperty(fc.string({ unit: printable, minLength: 1, maxLength: 30 }), async (name) => {
           raw.length = 0;
           const url = `/api/hello/${name}`;
-          await rawExchange(port, `GET ${url} HTTP/1.1\r\nHost: x\r\nX-Request-Id: pinned\r\nConnection: close\r\n\r\n`);
+          await rawExchange(
+            port,
+            `GET ${url} HTTP/1.1\r\nHost: x\r\nX-Request-Id: pinned\r\nConnection: close\r\n\r\n`,
+          );
           const [ours = ''] = raw;
           const { time, duration_ms } = JSON.parse(ours);
           let theirs = '';

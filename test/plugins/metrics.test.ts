@@ -1,17 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { UNMATCHED_ROUTE } from '../../src/plugins/metrics.js';
-import { assertEnvelope, type Client, injectClient, transports } from '../helpers.js';
-
-/** The samples of one metric in a Prometheus text exposition: its label sets, as written, and values. */
-function samples(text: string, name: string): Map<string, number> {
-  const found = new Map<string, number>();
-  for (const line of text.split('\n')) {
-    const match = /^([a-z_]+)(\{[^}]*\})? (\S+)$/.exec(line);
-    if (match?.[1] === name) found.set(match[2] ?? '', Number(match[3]));
-  }
-  return found;
-}
+import { assertEnvelope, type Client, injectClient, samples, transports } from '../helpers.js';
 
 const labels = (method: string, route: string, status: number) =>
   `{method="${method}",route="${route}",status="${status}"}`;

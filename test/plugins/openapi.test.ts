@@ -372,16 +372,23 @@ const SPECTRAL = join(ROOT, 'node_modules/@stoplight/spectral-cli/dist/index.js'
 const REDOCLY = join(ROOT, 'node_modules/@redocly/cli/bin/cli.js');
 const TSC = join(ROOT, 'node_modules/typescript/bin/tsc');
 
-/** The configurations that change the document. */
-const VARIANTS: Partial<Config>[] = [{}, { contextPath: '/svc' }, { rateLimitMax: 0 }, { metricsEnabled: false }];
+/** The configurations that change the document; the last one's token file is written in `dir`. */
+const variants = (dir: string): Partial<Config>[] => [
+  {},
+  { contextPath: '/svc' },
+  { rateLimitMax: 0 },
+  { metricsEnabled: false },
+  { faultErrorRate: 0.1, faultHeaders: true, adminTokenFile: join(dir, 'admin-token') },
+];
 
 describe('the linters', { timeout: 120_000 }, () => {
   let dir: string;
   let files: string[];
   before(async () => {
     dir = await mkdtemp(join(tmpdir(), 'greeting-service-openapi-'));
+    await writeFile(join(dir, 'admin-token'), 'a-token-for-the-document-0123456789\n');
     files = await Promise.all(
-      VARIANTS.map(async (overrides, i) => {
+      variants(dir).map(async (overrides, i) => {
         const client = await injectClient(overrides);
         const file = join(dir, `openapi-${i}.json`);
         const res = await client.send({ path: `${overrides.contextPath ?? ''}/openapi.json` });

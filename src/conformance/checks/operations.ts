@@ -55,6 +55,27 @@ export const healthChecks: Check[] = [
       expectEqual(res.headers['ratelimit-limit'], undefined, 'GET /readyz: RateLimit-Limit');
     },
   },
+  {
+    id: 'health.operator-switch',
+    group: 'health',
+    clause: 'contract: Protocols, faults and the operator; Errors',
+    title:
+      'POST /readyz/disable without a token is a 401 UNAUTHORIZED envelope with WWW-Authenticate: Bearer (404 where the switch is not served)',
+    async run(ctx) {
+      const res = await ctx.send({ method: 'POST', path: '/readyz/disable' });
+      if (res.status === 404) {
+        expectEnvelope(res, 404, 'NOT_FOUND');
+        return;
+      }
+      expectEnvelope(res, 401, 'UNAUTHORIZED');
+      const challenge = header(res, 'www-authenticate');
+      if (!/^Bearer(?:\s|$)/i.test(challenge ?? '')) fail('WWW-Authenticate: Bearer', show(challenge ?? null));
+      // Refused, it changed nothing.
+      const ready = await ctx.get('/readyz');
+      if (ready.status === 503 && /operator/i.test(ready.text))
+        fail('/readyz unchanged by a refused switch', ready.text);
+    },
+  },
 ];
 
 /**

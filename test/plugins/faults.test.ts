@@ -1,0 +1,829 @@
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { constants as http2, connect as http2Connect } from 'node:http2';
+import { performance } from 'node:perf_hooks';
+import { after, before, describe, it } from 'node:test';
+import Fastify, { type FastifyInstance } from 'fastify';
+import { Agent, request } from 'undici';
+import { buildApp } from '../../src/app.js';
+import type { Config } from '../../src/config.js';
+import { apiPathTest } from '../../src/lib/api-path.js';
+import { RequestLog } from '../../src/logging/request-log.js';
+import { errorsPlugin } from '../../src/plugins/errors.js';
+import { faultsPlugin } from '../../src/plugins/faults.js';
+import {
+  assertEnvelope,
+  LogCapture,
+  samples,
+  sendTo,
+  type TestRequest,
+  type TestResponse,
+  testConfig,
+} from '../helpers.js';
+import { conformanceOf } from '../openapi-conformance.js';
+import { exitOf, killAllServers, startServer, withTimeout } from '../server-process.js';
+
+/**
+ * Fault injection end to end, over real sockets: what each fault answers, how long a delay holds a
+ * request, the shares over a few hundred requests, what an HTTP client sees of each broken
+ * connection, and that the service serves normally after each; the log line and the count of every
+ * fault; and, with fault injection off, that no route has a hook of it and its headers change nothing.
+ */
+
+const CURL = ['/usr/bin/curl', '/usr/local/bin/curl', '/bin/curl'].some((path) => existsSync(path));
+if (!CURL) console.log('SKIPPED: the curl checks of broken connections need curl (apt-get install curl)');
+
+after(killAllServers);
+
+interface Served {
+  app: FastifyInstance;
+  origin: string;
+  log: LogCapture;
+  send(request: TestRequest): Promise<TestResponse>;
+  close(): Promise<void>;
+}
+
+/** The service on a free loopback port, its log lines captured. */
+async function serve(overrides: Partial<Config>): Promise<Served> {
+  const log = new LogCapture();
+  const app = await buildApp(testConfig({ logLevel: 'info', ...overrides }), { logStream: log });
+  const origin = await app.listen({ host: '127.0.0.1', port: 0 });
+  return { app, origin, log, send: (req) => sendTo(origin, req), close: () => app.close() };
+}
+
+/** `faults_injected_total` as /metrics shows it, by `kind,source`. */
+async function faultCounts(served: Served): Promise<Map<string, number>> {
+  const text = (await served.send({ path: '/metrics' })).text;
+  const counts = new Map<string, number>();
+  for (const [labels, value] of samples(text, 'faults_injected_total')) {
+    const [, kind, source] = /kind="([a-z]+)",source="([a-z]+)"/.exec(labels) ?? [];
+    counts.set(`${kind},${source}`, value);
+  }
+  return counts;
+}
+
+/**
+ * Each route's hooks as `printRoutes` lists them, by its line (`/api/hello (GET)`; a nested route by
+ * its own part, `/:name (GET)`): the hook lists that requests of the route run.
+ */
+function routeHooks(app: FastifyInstance): Map<string, string> {
+  const hooks = new Map<string, string>();
+  let route = '';
+  for (const line of app.printRoutes({ includeHooks: true, commonPrefix: false }).split('\n')) {
+    const hook = /• (\(\w+\) .*)$/.exec(line);
+    if (hook !== null) hooks.set(route, `${hooks.get(route) ?? ''}${hook[1]}\n`);
+    else route = line.replace(/^[\s│├└─]+/, '');
+  }
+  return hooks;
+}
+
+/** Binomial bounds for `n` requests at probability `p`: the mean, 5 standard deviations either side. */
+function bounds(n: number, p: number): [number, number] {
+  const sd = Math.sqrt(n * p * (1 - p));
+  return [n * p - 5 * sd, n * p + 5 * sd];
+}
+
+/** Runs `count` requests, `concurrency` at a time. */
+async function many<T>(count: number, concurrency: number, one: (index: number) => Promise<T>): Promise<T[]> {
+  const results: T[] = [];
+  let next = 0;
+  const worker = async () => {
+    for (let i = next++; i < count; i = next++) results[i] = await one(i);
+  };
+  await Promise.all(Array.from({ length: concurrency }, worker));
+  return results;
+}
+
+/** curl's exit code and what it printed, stdout and stderr together. */
+function curl(args: string[]): Promise<{ code: number; output: string }> {
+  return new Promise((resolve) => {
+    execFile('curl', ['-sS', '--max-time', '10', ...args], (error, stdout, stderr) => {
+      resolve({ code: typeof error?.code === 'number' ? error.code : 0, output: stdout + stderr });
+    });
+  });
+}
+
+/** Every header and the body of an answer but what differs from one request to the next. */
+function comparable(res: TestResponse): object {
+  const {
+    date: _date,
+    'x-request-id': _id,
+    'ratelimit-remaining': _remaining,
+    'ratelimit-reset': _reset,
+    ...headers
+  } = res.headers;
+  return {
+    status: res.status,
+    headers,
+    body: res.text.replace(/"timestamp":"[^"]+"|"request_id":"[^"]+"/g, '"…"'),
+  };
+}
+
+const ALL_FAULT_HEADERS = {
+  'x-envoy-fault-abort-request': '503',
+  'x-envoy-fault-abort-request-percentage': '100',
+  'x-envoy-fault-delay-request': '2000',
+  'x-envoy-fault-delay-request-percentage': '100',
+  'x-envoy-fault-throughput-response': '1',
+  'x-fault-connection': 'reset',
+};
+
+const REQUESTS: TestRequest[] = [
+  { path: '/api/hello' },
+  { path: '/api/hello/Ada' },
+  { path: '/api/search?keyword=a' },
+  { method: 'POST', path: '/api/echo', headers: { 'content-type': 'application/json' }, body: '{"a":1}' },
+  { path: '/api/exchange?from=USD&to=EUR&amount=1' },
+  { path: '/api/nope' },
+  { path: '/healthz' },
+];
+
+describe('fault injection off (the defaults)', () => {
+  let served: Served;
+  before(async () => {
+    served = await serve({});
+  });
+  after(() => served.close());
+
+  it('installs nothing: no route has a hook of it', () => {
+    const hooks = routeHooks(served.app);
+    assert.match(hooks.get('/api/hello (GET)') ?? '', /\(onRequest\)/);
+    for (const [route, list] of hooks) assert.doesNotMatch(list, /injectFaults|replaceAnswer/, route);
+  });
+
+  it('the fault headers change nothing: every answer is the one without them', async () => {
+    for (const req of REQUESTS) {
+      const plain = await served.send(req);
+      const started = performance.now();
+      const asked = await served.send({ ...req, headers: { ...req.headers, ...ALL_FAULT_HEADERS } });
+      assert.ok(performance.now() - started < 1000, `${req.path}: not delayed`);
+      assert.deepEqual(comparable(asked), comparable(plain), req.path);
+      assert.equal(asked.headers['x-fault-injected'], undefined);
+    }
+  });
+
+  it('counts no fault in /metrics', async () => {
+    assert.deepEqual(await faultCounts(served), new Map());
+    assert.doesNotMatch((await served.send({ path: '/metrics' })).text, /faults_injected_total/);
+  });
+});
+
+describe('FAULT_HEADERS=true', () => {
+  let served: Served;
+  before(async () => {
+    served = await serve({ faultHeaders: true });
+  });
+  after(() => served.close());
+
+  it('hooks every route under /api, and no other', () => {
+    const hooks = routeHooks(served.app);
+    for (const route of ['/api/hello (GET)', '/api/hello (HEAD)', '/:name (GET)', '/api/echo (POST)']) {
+      assert.match(hooks.get(route) ?? '', /\(onRequest\).*injectFaults\(\)/, route);
+      assert.match(hooks.get(route) ?? '', /\(onSend\).*replaceAnswer\(\)/, route);
+    }
+    for (const route of ['/healthz (GET)', '/readyz (GET)', '/metrics (GET)', '/openapi.json (GET)']) {
+      assert.ok(hooks.has(route), route);
+      assert.doesNotMatch(hooks.get(route) ?? '', /injectFaults|replaceAnswer/, route);
+    }
+  });
+
+  describe('x-envoy-fault-abort-request', () => {
+    const cases: [number, string, Record<string, string>?][] = [
+      [400, 'BAD_REQUEST'],
+      [401, 'UNAUTHORIZED', { 'www-authenticate': 'Bearer' }],
+      [403, 'FORBIDDEN'],
+      [404, 'NOT_FOUND'],
+      [405, 'METHOD_NOT_ALLOWED', { allow: 'GET, HEAD' }],
+      [409, 'CONFLICT'],
+      [418, 'IM_A_TEAPOT'],
+      [422, 'UNSUPPORTED_CURRENCY'],
+      [429, 'RATE_LIMIT_EXCEEDED', { 'retry-after': '1' }],
+      [502, 'BAD_GATEWAY'],
+      [503, 'SERVICE_UNAVAILABLE', { 'retry-after': '1' }],
+      [504, 'GATEWAY_TIMEOUT'],
+      [599, 'INTERNAL_ERROR'],
+    ];
+    for (const [status, code, headers = {}] of cases) {
+      it(`${status}: the envelope of ${code}${Object.keys(headers).length > 0 ? `, with ${Object.keys(headers).join(', ')}` : ''}`, async () => {
+        const res = await served.send({
+          path: '/api/hello',
+          headers: { 'x-envoy-fault-abort-request': String(status) },
+        });
+        const error = assertEnvelope(res, status, code);
+        assert.equal(
+          error.message,
+          `Injected fault: answered ${status} instead of being served (x-envoy-fault-abort-request).`,
+        );
+        for (const [name, value] of Object.entries(headers)) assert.equal(res.headers[name], value, name);
+        assert.equal(res.headers['x-fault-injected'], 'abort');
+        // The headers every answer under /api carries.
+        assert.equal(res.headers['x-content-type-options'], 'nosniff');
+        assert.equal(res.headers['api-version'], '1');
+        assert.equal(res.headers['ratelimit-limit'], '1000');
+      });
+    }
+
+    it("500: rule 5's generic message, whatever asked for it", async () => {
+      const res = await served.send({
+        path: '/api/echo',
+        method: 'POST',
+        headers: { 'x-envoy-fault-abort-request': '500' },
+      });
+      assert.equal(assertEnvelope(res, 500, 'INTERNAL_ERROR').message, 'An internal error occurred.');
+    });
+
+    it('2xx and 3xx: that status, no body, the headers of /api', async () => {
+      for (const status of [200, 201, 204, 302, 304]) {
+        const res = await served.send({
+          path: '/api/hello/Ada',
+          headers: { 'x-envoy-fault-abort-request': String(status) },
+        });
+        assert.equal(res.status, status);
+        assert.equal(res.text, '');
+        assert.equal(res.headers['content-type'], undefined, String(status));
+        assert.equal(res.headers['x-fault-injected'], 'abort');
+        assert.equal(res.headers['x-request-id'] !== undefined, true);
+        assert.equal(res.headers['api-version'], '1');
+      }
+    });
+
+    it('is ignored out of 200-599 or when no number, as Envoy ignores it', async () => {
+      for (const value of ['199', '600', '-503', 'abc', '503.5', '']) {
+        const res = await served.send({ path: '/api/hello/Ada', headers: { 'x-envoy-fault-abort-request': value } });
+        assert.equal(res.status, 200, JSON.stringify(value));
+        assert.deepEqual(res.json(), { greeting: 'Hello, Ada!' });
+        assert.equal(res.headers['x-fault-injected'], undefined);
+      }
+    });
+
+    it('applies to its percentage of requests: 30 of 100, within 5 standard deviations over 400', async (t) => {
+      const statuses = await many(400, 20, async () => {
+        const res = await served.send({
+          path: '/api/hello',
+          headers: { 'x-envoy-fault-abort-request': '503', 'x-envoy-fault-abort-request-percentage': '30' },
+        });
+        return res.status;
+      });
+      const aborted = statuses.filter((status) => status === 503).length;
+      assert.equal(aborted + statuses.filter((status) => status === 200).length, 400);
+      const [low, high] = bounds(400, 0.3);
+      assert.ok(
+        aborted > low && aborted < high,
+        `${aborted} of 400 aborted, expected ${low.toFixed(0)} to ${high.toFixed(0)}`,
+      );
+      t.diagnostic(`${aborted} of 400 aborted at 30% (bounds ${low.toFixed(0)} to ${high.toFixed(0)})`);
+    });
+  });
+
+  describe('x-envoy-fault-delay-request', () => {
+    it('holds the request that long, then serves it', async (t) => {
+      const started = performance.now();
+      const res = await served.send({
+        path: '/api/hello/Ada',
+        headers: { 'x-envoy-fault-delay-request': '400', 'x-request-id': 'delay-400' },
+      });
+      const elapsed = performance.now() - started;
+      assert.equal(res.status, 200);
+      assert.deepEqual(res.json(), { greeting: 'Hello, Ada!' });
+      assert.equal(res.headers['x-fault-injected'], 'delay');
+      assert.ok(elapsed >= 399 && elapsed < 400 + 1500, `answered after ${elapsed.toFixed(0)} ms`);
+      t.diagnostic(`a delay of 400 ms answered after ${elapsed.toFixed(1)} ms`);
+      const line = served.log.lineOf('delay-400');
+      assert.equal(line.status, 200);
+      assert.equal(line.fault, 'delay');
+      assert.ok((line.duration_ms as number) >= 399, `logged ${line.duration_ms} ms`);
+    });
+
+    it('then aborts, when both are asked for, as Envoy does', async () => {
+      const started = performance.now();
+      const res = await served.send({
+        path: '/api/hello',
+        headers: { 'x-envoy-fault-delay-request': '200', 'x-envoy-fault-abort-request': '429' },
+      });
+      assert.ok(performance.now() - started >= 199);
+      assertEnvelope(res, 429, 'RATE_LIMIT_EXCEEDED');
+      assert.equal(res.headers['x-fault-injected'], 'delay, abort');
+    });
+
+    it('is ignored over 60000 ms or when no number', async () => {
+      for (const value of ['60001', '1s', '-5']) {
+        const started = performance.now();
+        const res = await served.send({ path: '/api/hello', headers: { 'x-envoy-fault-delay-request': value } });
+        assert.equal(res.status, 200);
+        assert.equal(res.headers['x-fault-injected'], undefined);
+        assert.ok(performance.now() - started < 1000);
+      }
+    });
+
+    it('holds no thread: 50 requests held 1 s at once, and /healthz answers meanwhile', async (t) => {
+      const started = performance.now();
+      const held = many(50, 50, () =>
+        served.send({ path: '/api/hello', headers: { 'x-envoy-fault-delay-request': '1000' } }),
+      );
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      const latencies: number[] = [];
+      for (let i = 0; i < 5; i++) {
+        const at = performance.now();
+        assert.equal((await served.send({ path: '/healthz' })).status, 200);
+        latencies.push(performance.now() - at);
+      }
+      const answers = await held;
+      const elapsed = performance.now() - started;
+      assert.ok(
+        latencies.every((ms) => ms < 300),
+        `/healthz took ${latencies.map((ms) => ms.toFixed(0))} ms`,
+      );
+      assert.ok(answers.every((res) => res.status === 200));
+      assert.ok(elapsed >= 999 && elapsed < 1000 + 2000, `the 50 answered within ${elapsed.toFixed(0)} ms`);
+      t.diagnostic(
+        `50 held 1 s answered within ${elapsed.toFixed(0)} ms; /healthz meanwhile ${latencies.map((ms) => ms.toFixed(1)).join(', ')} ms`,
+      );
+    });
+
+    it('ends without harm when its client leaves: one line with status 0, counted, nothing answered later', async () => {
+      const before = (await faultCounts(served)).get('delay,headers') ?? 0;
+      const controller = new AbortController();
+      const pending = request(`${served.origin}/api/hello`, {
+        headers: { 'x-envoy-fault-delay-request': '1500', 'x-request-id': 'delay-left' },
+        signal: controller.signal,
+      });
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      controller.abort();
+      await assert.rejects(pending, { name: 'AbortError' });
+      await new Promise((resolve) => setTimeout(resolve, 1700));
+      const line = served.log.lineOf('delay-left');
+      assert.equal(line.status, 0);
+      assert.equal(line.fault, 'delay');
+      assert.ok((line.duration_ms as number) < 1500, 'logged when the client left, not when the delay ran out');
+      assert.equal((await faultCounts(served)).get('delay,headers'), before + 1);
+      assert.equal((await served.send({ path: '/api/hello' })).status, 200);
+    });
+  });
+
+  describe('x-envoy-fault-throughput-response', () => {
+    it('sends the body no faster than that many KiB/s, whole', async (t) => {
+      const sent = JSON.stringify({ text: 'x'.repeat(4000) });
+      const started = performance.now();
+      const res = await served.send({
+        method: 'POST',
+        path: '/api/echo',
+        headers: { 'content-type': 'application/json', 'x-envoy-fault-throughput-response': '8' },
+        body: sent,
+      });
+      const elapsed = performance.now() - started;
+      assert.equal(res.status, 200);
+      assert.deepEqual(res.json().received, JSON.parse(sent));
+      assert.equal(Number(res.headers['content-length']), Buffer.byteLength(res.text));
+      assert.equal(res.headers['x-fault-injected'], 'throughput');
+      const least = (Buffer.byteLength(res.text) / (8 * 1024)) * 1000;
+      assert.ok(elapsed >= least && elapsed < least + 2000, `${elapsed.toFixed(0)} ms, at least ${least.toFixed(0)}`);
+      t.diagnostic(
+        `${Buffer.byteLength(res.text)} bytes at 8 KiB/s in ${elapsed.toFixed(0)} ms (at least ${least.toFixed(0)})`,
+      );
+    });
+
+    it('is ignored at 0 or when no number', async () => {
+      for (const value of ['0', 'slow']) {
+        const res = await served.send({ path: '/api/hello', headers: { 'x-envoy-fault-throughput-response': value } });
+        assert.equal(res.headers['x-fault-injected'], undefined);
+      }
+    });
+  });
+
+  describe('x-fault-connection', () => {
+    // Each on a connection of its own, so that a broken one is no other request's.
+    const agent = new Agent({ pipelining: 0 });
+    after(() => agent.close());
+    const broken = (kind: string, id: string) =>
+      request(`${served.origin}/api/hello`, {
+        dispatcher: agent,
+        headers: { 'x-fault-connection': kind, 'x-request-id': id },
+      });
+
+    const servesAfter = async () => {
+      assert.equal((await served.send({ path: '/healthz' })).status, 200);
+      const res = await served.send({ path: '/api/hello/Ada' });
+      assert.deepEqual(res.json(), { greeting: 'Hello, Ada!' });
+    };
+
+    it('reset: the connection is reset once the request is read (undici: ECONNRESET)', async () => {
+      await assert.rejects(broken('reset', 'reset-1'), { code: 'ECONNRESET' });
+      await servesAfter();
+    });
+
+    it('empty: closed with no answer (undici: other side closed)', async () => {
+      await assert.rejects(broken('empty', 'empty-1'), { code: 'UND_ERR_SOCKET', message: 'other side closed' });
+      await servesAfter();
+    });
+
+    it('truncate: the head, with the whole Content-Length, and half the body, then closed', async () => {
+      const res = await broken('truncate', 'truncate-1');
+      assert.equal(res.statusCode, 200);
+      assert.equal(res.headers['x-fault-injected'], 'truncate');
+      assert.ok(Number(res.headers['content-length']) > 0);
+      // Which of the two undici reports depends on whether it sees the close or the short body first.
+      await assert.rejects(res.body.text(), (error: NodeJS.ErrnoException) =>
+        ['UND_ERR_SOCKET', 'UND_ERR_RES_CONTENT_LENGTH_MISMATCH'].includes(error.code ?? ''),
+      );
+      await servesAfter();
+    });
+
+    it('malformed: bytes that are not HTTP, then closed (undici: a parser error)', async () => {
+      await assert.rejects(broken('malformed', 'malformed-1'), /does not match the HTTP\/1\.1 protocol/);
+      await servesAfter();
+    });
+
+    it('a POST is read whole first, its body parsed and answered, and the answer replaced', async () => {
+      const res = request(`${served.origin}/api/echo`, {
+        dispatcher: agent,
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'x-fault-connection': 'reset', 'x-request-id': 'reset-post' },
+        body: JSON.stringify({ big: 'y'.repeat(100_000) }),
+      });
+      await assert.rejects(res, { code: 'ECONNRESET' });
+      await servesAfter();
+    });
+
+    it('each broken connection is one log line, status 0, naming the fault, and counted', async () => {
+      for (const kind of ['reset', 'empty', 'truncate', 'malformed']) {
+        const line = served.log.lineOf(`${kind}-1`);
+        assert.equal(line.status, 0, kind);
+        assert.equal(line.fault, kind);
+        assert.equal(line.route, '/api/hello');
+      }
+      assert.equal(served.log.lineOf('reset-post').route, '/api/echo');
+      const counts = await faultCounts(served);
+      for (const kind of ['empty', 'truncate', 'malformed']) assert.equal(counts.get(`${kind},headers`), 1, kind);
+      assert.equal(counts.get('reset,headers'), 2);
+      const text = (await served.send({ path: '/metrics' })).text;
+      const zero = samples(text, 'http_requests_total').get('{method="GET",route="/api/hello",status="0"}');
+      const logged = served.log.lines.filter((line) => line.route === '/api/hello' && line.status === 0);
+      assert.ok(logged.length >= 4);
+      assert.equal(zero, logged.length, 'counted with status 0 among the requests, as logged');
+    });
+
+    it('seen by curl as the error each one is', { skip: !CURL }, async () => {
+      const url = `${served.origin}/api/hello`;
+      const reset = await curl([url, '-H', 'x-fault-connection: reset']);
+      assert.equal(reset.code, 56, reset.output);
+      assert.match(reset.output, /Connection reset by peer/);
+      const empty = await curl([url, '-H', 'x-fault-connection: empty']);
+      assert.equal(empty.code, 52, empty.output);
+      assert.match(empty.output, /Empty reply from server/);
+      const truncate = await curl([url, '-H', 'x-fault-connection: truncate']);
+      assert.equal(truncate.code, 18, truncate.output);
+      assert.match(truncate.output, /^\{"message":"Hello, World!","time/);
+      assert.match(truncate.output, /transfer closed with \d+ bytes remaining to read/);
+      const malformed = await curl([url, '-H', 'x-fault-connection: malformed']);
+      assert.ok(malformed.code !== 0, malformed.output);
+      assert.match(malformed.output, /HTTP\/0\.9|Weird server reply|Unsupported/);
+      await servesAfter();
+    });
+
+    it('an unknown kind is ignored', async () => {
+      const res = await served.send({ path: '/api/hello', headers: { 'x-fault-connection': 'explode' } });
+      assert.equal(res.status, 200);
+      assert.equal(res.headers['x-fault-injected'], undefined);
+    });
+  });
+
+  it('never applies outside /api: /healthz, /readyz, /metrics, /openapi.json and /docs answer as always', async () => {
+    for (const path of ['/healthz', '/readyz', '/metrics', '/openapi.json', '/docs', '/docs/json']) {
+      const plain = await served.send({ path });
+      const started = performance.now();
+      const asked = await served.send({ path, headers: ALL_FAULT_HEADERS });
+      assert.ok(performance.now() - started < 1000, `${path}: not delayed`);
+      assert.equal(asked.status, plain.status, path);
+      assert.equal(asked.headers['x-fault-injected'], undefined, path);
+    }
+  });
+
+  it('counts every kind from 0 in /metrics, by source', async () => {
+    const fresh = await serve({ faultHeaders: true });
+    try {
+      assert.deepEqual(
+        await faultCounts(fresh),
+        new Map(
+          ['delay', 'abort', 'throughput', 'reset', 'empty', 'truncate', 'malformed'].map((kind) => [
+            `${kind},headers`,
+            0,
+          ]),
+        ),
+      );
+    } finally {
+      await fresh.close();
+    }
+  });
+});
+
+describe('FAULT_ERROR_RATE and FAULT_DELAY_RATE', () => {
+  it('answer FAULT_ERROR_RATE of /api requests with FAULT_ERROR_STATUS, within 5 standard deviations over 400', async (t) => {
+    const served = await serve({ faultErrorRate: 0.25 });
+    try {
+      const answers = await many(400, 20, () => served.send({ path: '/api/hello/Ada' }));
+      const injected = answers.filter((res) => res.status === 503);
+      for (const res of injected.slice(0, 20)) {
+        const error = assertEnvelope(res, 503, 'SERVICE_UNAVAILABLE');
+        assert.equal(error.message, 'Injected fault: answered 503 instead of being served (FAULT_ERROR_RATE).');
+        assert.equal(res.headers['retry-after'], '1');
+        assert.equal(res.headers['x-fault-injected'], 'abort');
+      }
+      assert.equal(injected.length + answers.filter((res) => res.status === 200).length, 400);
+      const [low, high] = bounds(400, 0.25);
+      assert.ok(injected.length > low && injected.length < high, `${injected.length} of 400`);
+      t.diagnostic(
+        `${injected.length} of 400 answered 503 at FAULT_ERROR_RATE=0.25 (bounds ${low.toFixed(0)} to ${high.toFixed(0)})`,
+      );
+      assert.deepEqual(await faultCounts(served), new Map([['abort,settings', injected.length]]));
+      // Outside /api, nothing.
+      const health = await many(100, 20, () => served.send({ path: '/healthz' }));
+      assert.ok(health.every((res) => res.status === 200));
+      // The headers are not read.
+      const asked = await served.send({ path: '/api/hello', headers: { 'x-envoy-fault-delay-request': '3000' } });
+      assert.notEqual(asked.headers['x-fault-injected'], 'delay');
+    } finally {
+      await served.close();
+    }
+  });
+
+  it("FAULT_ERROR_STATUS=500: rule 5's generic message", async () => {
+    const served = await serve({ faultErrorRate: 1, faultErrorStatus: 500 });
+    try {
+      const res = await served.send({ path: '/api/search?keyword=a' });
+      assert.equal(assertEnvelope(res, 500, 'INTERNAL_ERROR').message, 'An internal error occurred.');
+      assert.equal(res.headers['x-fault-injected'], 'abort');
+    } finally {
+      await served.close();
+    }
+  });
+
+  it('delay FAULT_DELAY_RATE of requests by a draw from FAULT_DELAY_MS, then serve them', async (t) => {
+    const served = await serve({ faultDelayRate: 0.5, faultDelayMs: { min: 0, max: 2 } });
+    try {
+      const answers = await many(400, 20, () => served.send({ path: '/api/hello' }));
+      assert.ok(answers.every((res) => res.status === 200));
+      const delayed = answers.filter((res) => res.headers['x-fault-injected'] === 'delay').length;
+      const [low, high] = bounds(400, 0.5);
+      assert.ok(delayed > low && delayed < high, `${delayed} of 400 delayed`);
+      t.diagnostic(
+        `${delayed} of 400 delayed at FAULT_DELAY_RATE=0.5 (bounds ${low.toFixed(0)} to ${high.toFixed(0)})`,
+      );
+    } finally {
+      await served.close();
+    }
+    const long = await serve({ faultDelayRate: 1, faultDelayMs: { min: 200, max: 400 } });
+    try {
+      const timed = await many(10, 10, async () => {
+        const started = performance.now();
+        const res = await long.send({ path: '/api/hello' });
+        return { res, ms: performance.now() - started };
+      });
+      for (const { res, ms } of timed) {
+        assert.equal(res.status, 200);
+        assert.ok(ms >= 199 && ms < 400 + 1500, `${ms.toFixed(0)} ms`);
+      }
+      const times = timed.map(({ ms }) => ms);
+      t.diagnostic(
+        `FAULT_DELAY_MS=200-400: answered after ${Math.min(...times).toFixed(0)} to ${Math.max(...times).toFixed(0)} ms`,
+      );
+    } finally {
+      await long.close();
+    }
+  });
+});
+
+describe('the OpenAPI document of a deployment that injects faults', () => {
+  // biome-ignore lint/suspicious/noExplicitAny: the document, walked by its own structure
+  const documentOf = async (served: Served): Promise<any> => (await served.send({ path: '/openapi.json' })).json();
+
+  it('off: says nothing of faults', async () => {
+    const served = await serve({});
+    try {
+      const doc = await documentOf(served);
+      assert.doesNotMatch(JSON.stringify(doc), /X-Fault-Injected|Injected|IM_A_TEAPOT|injects faults/);
+    } finally {
+      await served.close();
+    }
+  });
+
+  it("FAULT_ERROR_RATE: every operation under /api lists its status, whose code is the envelope's", async () => {
+    const served = await serve({ faultErrorRate: 0.5, faultErrorStatus: 418, faultDelayRate: 0.1 });
+    try {
+      const doc = await documentOf(served);
+      assert.match(
+        doc.info.description,
+        /This deployment injects faults, for testing what stands around it: a share of the requests under `\/api` is answered 418 instead of being served \(`FAULT_ERROR_RATE`\); a share is held before it is served \(`FAULT_DELAY_RATE`\)\./,
+      );
+      for (const [path, item] of Object.entries<Record<string, { responses: Record<string, { $ref?: string }> }>>(
+        doc.paths,
+      )) {
+        for (const operation of Object.values(item)) {
+          const injected = operation.responses['418']?.$ref;
+          assert.equal(injected, path.startsWith('/api/') ? '#/components/responses/InjectedError' : undefined, path);
+          assert.equal(operation.responses.default, undefined);
+        }
+      }
+      assert.ok(doc.components.schemas.ErrorEnvelope.properties.error.properties.code.enum.includes('IM_A_TEAPOT'));
+      assert.equal(
+        doc.components.responses.InjectedError.headers['X-Fault-Injected'].$ref,
+        '#/components/headers/X-Fault-Injected',
+      );
+      // The injected answers are what the document says they are.
+      const conformance = await conformanceOf(served.app);
+      let injected = 0;
+      for (let i = 0; i < 20; i++) {
+        const request = { path: '/api/hello/Ada' };
+        const res = await served.send(request);
+        injected += res.status === 418 ? 1 : 0;
+        conformance.check(request, res);
+      }
+      assert.ok(injected > 0);
+    } finally {
+      await served.close();
+    }
+  });
+
+  it("FAULT_HEADERS: a default response under /api, and every code of 400 to 599 among the envelope's", async () => {
+    const served = await serve({ faultHeaders: true });
+    try {
+      const doc = await documentOf(served);
+      assert.match(doc.info.description, /a request may ask for faults with the headers of Envoy's fault filter/);
+      assert.equal(doc.paths['/api/v1/hello'].get.responses.default.$ref, '#/components/responses/InjectedFault');
+      assert.equal(doc.paths['/healthz'].get.responses.default, undefined);
+      const codes = doc.components.schemas.ErrorEnvelope.properties.error.properties.code.enum;
+      for (const code of ['FORBIDDEN', 'CONFLICT', 'IM_A_TEAPOT', 'BAD_GATEWAY', 'GATEWAY_TIMEOUT', 'INTERNAL_ERROR']) {
+        assert.ok(codes.includes(code), code);
+      }
+      const conformance = await conformanceOf(served.app);
+      for (const status of ['403', '409', '418', '502', '599']) {
+        const request = { path: '/api/hello', headers: { 'x-envoy-fault-abort-request': status } };
+        conformance.check(request, await served.send(request));
+      }
+    } finally {
+      await served.close();
+    }
+  });
+});
+
+describe('delays and shutdown: the built server', () => {
+  it('a request held past the shutdown is answered by half of SHUTDOWN_TIMEOUT_MS, and the process exits 0', async (t) => {
+    const server = await startServer({ FAULT_HEADERS: 'true', SHUTDOWN_TIMEOUT_MS: '3000' });
+    const origin = `http://127.0.0.1:${server.port}`;
+    const held = request(`${origin}/api/hello`, {
+      headers: { 'x-envoy-fault-delay-request': '60000', 'x-request-id': 'held-60s' },
+    }).then(async (res) => ({ status: res.statusCode, body: await res.body.json(), at: performance.now() }));
+    // Held once it is counted.
+    for (let held = 0; held === 0; ) {
+      const text = await (await request(`${origin}/metrics`)).body.text();
+      held = samples(text, 'faults_injected_total').get('{kind="delay",source="headers"}') ?? 0;
+    }
+    const signalledAt = performance.now();
+    server.child.kill('SIGTERM');
+    const answer = await withTimeout(held, 10_000, 'the held answer');
+    const exit = await withTimeout(server.exited, 10_000, 'exit');
+    assert.equal(answer.status, 200);
+    assert.equal((answer.body as { message: string }).message, 'Hello, World!');
+    const after = answer.at - signalledAt;
+    assert.ok(after >= 1400 && after < 2900, `answered ${after.toFixed(0)} ms after SIGTERM`);
+    assert.deepEqual(exitOf(exit), { code: 0, signal: null }, server.stderr());
+    assert.ok(exit.at - signalledAt < 3000, `exited ${(exit.at - signalledAt).toFixed(0)} ms after SIGTERM`);
+    t.diagnostic(
+      `held 60 s, SHUTDOWN_TIMEOUT_MS=3000: answered ${after.toFixed(0)} ms after SIGTERM, exit 0 after ${(exit.at - signalledAt).toFixed(0)} ms`,
+    );
+    const line = server.lines.find((l) => l.request_id === 'held-60s');
+    assert.equal(line?.fault, 'delay');
+    assert.equal(line?.status, 200);
+  });
+});
+
+describe('over HTTP/2: the plugin on an h2c app of its own', () => {
+  // The service speaks HTTP/1.1; the plugin is held to HTTP/2's semantics on a bare Fastify app.
+  let app: FastifyInstance;
+  let origin: string;
+  const log = new LogCapture();
+  before(async () => {
+    const requestLog = new RequestLog(log, 'info');
+    // Typed as the service's HTTP/1.1 app, whose plugins it registers.
+    app = Fastify({
+      http2: true,
+      logger: { level: 'info', stream: log },
+      logController: requestLog,
+      requestIdHeader: 'x-request-id',
+    }) as unknown as FastifyInstance;
+    await app.register(errorsPlugin);
+    await app.register(faultsPlugin, {
+      settings: { errorRate: 0, errorStatus: 503, delayRate: 0, delayMs: { min: 0, max: 0 }, headers: true },
+      isApiPath: apiPathTest('/'),
+      requestLog,
+      registry: null,
+      shutdownTimeoutMs: 1000,
+    });
+    app.get('/api/hello', async () => ({ message: 'Hello, World!', padding: 'x'.repeat(100) }));
+    origin = await app.listen({ host: '127.0.0.1', port: 0 });
+  });
+  after(() => app.close());
+
+  interface Exchange {
+    status: number | undefined;
+    headers: Record<string, unknown>;
+    body: string;
+    rstCode: number;
+  }
+
+  /** Requests on one HTTP/2 connection, in turn; what each stream got, and how it ended. */
+  async function onOneConnection(requests: Record<string, string>[]): Promise<Exchange[]> {
+    const session = http2Connect(origin);
+    session.on('error', () => {});
+    try {
+      const exchanges: Exchange[] = [];
+      for (const headers of requests) {
+        exchanges.push(
+          await new Promise<Exchange>((resolve) => {
+            const stream = session.request({ ':path': '/api/hello', ...headers });
+            const got: Exchange = { status: undefined, headers: {}, body: '', rstCode: 0 };
+            stream.on('response', (head) => {
+              got.status = head[':status'];
+              got.headers = head;
+            });
+            stream.setEncoding('utf8');
+            stream.on('data', (chunk: string) => {
+              got.body += chunk;
+            });
+            stream.on('error', () => {});
+            stream.on('close', () => resolve({ ...got, rstCode: stream.rstCode ?? 0 }));
+            stream.end();
+          }),
+        );
+      }
+      return exchanges;
+    } finally {
+      session.close();
+    }
+  }
+
+  it('reset, empty and malformed are RST_STREAM on the stream; the connection serves the next request', async () => {
+    const [reset, , empty, , malformed, after] = await onOneConnection([
+      { 'x-fault-connection': 'reset', 'x-request-id': 'h2-reset' },
+      {},
+      { 'x-fault-connection': 'empty', 'x-request-id': 'h2-empty' },
+      {},
+      { 'x-fault-connection': 'malformed', 'x-request-id': 'h2-malformed' },
+      {},
+    ]);
+    assert.deepEqual([reset?.status, reset?.rstCode], [undefined, http2.NGHTTP2_INTERNAL_ERROR]);
+    assert.deepEqual([empty?.status, empty?.rstCode], [undefined, http2.NGHTTP2_NO_ERROR]);
+    assert.deepEqual([malformed?.status, malformed?.rstCode], [undefined, http2.NGHTTP2_PROTOCOL_ERROR]);
+    assert.equal(after?.status, 200);
+    assert.equal(JSON.parse(after?.body ?? '').message, 'Hello, World!');
+  });
+
+  it('truncate: the head with the whole content-length, half the body, then RST_STREAM', async () => {
+    const [cut] = await onOneConnection([{ 'x-fault-connection': 'truncate', 'x-request-id': 'h2-truncate' }]);
+    assert.equal(cut?.status, 200);
+    assert.equal(cut?.headers['x-fault-injected'], 'truncate');
+    const length = Number(cut?.headers['content-length']);
+    assert.equal(cut?.body.length, Math.floor(length / 2));
+    assert.equal(cut?.rstCode, http2.NGHTTP2_INTERNAL_ERROR);
+  });
+
+  it('abort and delay as over HTTP/1.1', async () => {
+    const started = performance.now();
+    const [aborted] = await onOneConnection([
+      { 'x-envoy-fault-delay-request': '200', 'x-envoy-fault-abort-request': '503', 'x-request-id': 'h2-abort' },
+    ]);
+    assert.ok(performance.now() - started >= 199);
+    assert.equal(aborted?.status, 503);
+    assert.equal(aborted?.headers['retry-after'], '1');
+    assert.equal(JSON.parse(aborted?.body ?? '').error.code, 'SERVICE_UNAVAILABLE');
+  });
+
+  it('a held request whose client cancels its stream ends then, logged once with status 0', async () => {
+    const session = http2Connect(origin);
+    try {
+      const stream = session.request({
+        ':path': '/api/hello',
+        'x-envoy-fault-delay-request': '1000',
+        'x-request-id': 'h2-cancelled',
+      });
+      stream.on('error', () => {});
+      stream.end();
+      await new Promise((resolve) => setTimeout(resolve, 150));
+      stream.close(http2.NGHTTP2_CANCEL);
+      await new Promise((resolve) => setTimeout(resolve, 1100));
+      const line = log.lineOf('h2-cancelled');
+      assert.deepEqual([line.status, line.fault], [0, 'delay']);
+      assert.ok((line.duration_ms as number) < 1000);
+    } finally {
+      session.close();
+    }
+  });
+
+  it('logs each broken stream with status 0, naming the fault', () => {
+    for (const kind of ['reset', 'empty', 'truncate', 'malformed']) {
+      const line = log.lineOf(`h2-${kind}`);
+      assert.deepEqual([line.status, line.fault], [0, kind]);
+    }
+    assert.deepEqual([log.lineOf('h2-abort').status, log.lineOf('h2-abort').fault], [503, 'delay,abort']);
+  });
+});
