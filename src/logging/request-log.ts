@@ -39,12 +39,15 @@ export class RequestLog extends LogController {
   readonly #prefix = `{"level":${INFO},"time":`;
   readonly #bindings = `,"pid":${process.pid},"hostname":${JSON.stringify(hostname())},"request_id":"`;
   #traceIdsOf: TraceIdsOf = () => null;
+  /** Whether lines name the request's version of HTTP: where HTTP/2 is served beside HTTP/1.1. */
+  readonly #httpVersion: boolean;
 
-  /** `stream` and `level` are those of the app's pino logger. */
-  constructor(stream: DestinationStream, level: LevelWithSilent) {
+  /** `stream` and `level` are those of the app's pino logger; `httpVersion`: lines name the version of HTTP. */
+  constructor(stream: DestinationStream, level: LevelWithSilent, httpVersion = false) {
     super({ requestIdLogLabel: 'request_id' });
     this.#stream = stream;
     this.#enabled = level !== 'silent' && (levels.values[level] ?? Number.POSITIVE_INFINITY) <= INFO;
+    this.#httpVersion = httpVersion;
   }
 
   /** Adds a listener, called for every finished request before its log line is written. */
@@ -67,9 +70,18 @@ export class RequestLog extends LogController {
     const durationMs = Math.round(ms * 1000) / 1000;
     const failure = request.failure ?? error;
     const trace = failure != null || this.#enabled ? this.#traceIdsOf(request) : null;
+    // "1.1" or "2.0", as Node's parser read it.
+    const version = this.#httpVersion ? request.raw.httpVersion : undefined;
     if (failure != null) {
       const ids = trace === null ? {} : { trace_id: trace.traceId, span_id: trace.spanId };
-      const line = { ...ids, method: request.method, url: request.originalUrl, route, status: reply.statusCode };
+      const line = {
+        ...ids,
+        method: request.method,
+        url: request.originalUrl,
+        ...(version !== undefined && { http_version: version }),
+        route,
+        status: reply.statusCode,
+      };
       request.log.error({ ...line, duration_ms: durationMs, err: failure }, 'request failed');
     } else if (this.#enabled) {
       // The ids are lower-case hex, written as they are.
@@ -77,7 +89,8 @@ export class RequestLog extends LogController {
       this.#stream.write(
         `${this.#prefix}${Date.now()}${this.#bindings}${request.id}"${ids},"method":${JSON.stringify(request.method)}` +
           // As sent: /api/v1/hello, not the /api/hello it was routed as.
-          `,"url":${JSON.stringify(request.originalUrl)},"route":${route === null ? 'null' : `"${route}"`}` +
+          `,"url":${JSON.stringify(request.originalUrl)}${version === undefined ? '' : `,"http_version":"${version}"`}` +
+          `,"route":${route === null ? 'null' : `"${route}"`}` +
           `,"status":${reply.statusCode},"duration_ms":${durationMs},"msg":"request completed"}\n`,
       );
     }
