@@ -37,6 +37,26 @@ export class LogCapture extends Writable {
   }
 }
 
+/** An app listening on a free loopback port, with its log lines captured. */
+export interface ListeningApp {
+  app: FastifyInstance;
+  port: number;
+  origin: string;
+  logs: LogCapture;
+}
+
+/** The service listening on a free loopback port, with its log lines captured, and routes of the test's own. */
+export async function listening(
+  overrides: Partial<Config> = {},
+  routes: (app: FastifyInstance) => void = () => {},
+): Promise<ListeningApp> {
+  const logs = new LogCapture();
+  const app = await buildApp(testConfig({ logLevel: 'info', ...overrides }), { logStream: logs });
+  routes(app);
+  const origin = await app.listen({ host: '127.0.0.1', port: 0 });
+  return { app, port: (app.server.address() as { port: number }).port, origin, logs };
+}
+
 export interface TestResponse {
   status: number;
   headers: Record<string, string | string[] | number | undefined>;

@@ -1,10 +1,7 @@
 import assert from 'node:assert/strict';
 import { connect } from 'node:net';
 import { after, before, describe, it } from 'node:test';
-import type { FastifyInstance } from 'fastify';
-import { buildApp } from '../src/app.js';
-import type { Config } from '../src/config.js';
-import { assertEnvelope, LogCapture, testConfig } from './helpers.js';
+import { assertEnvelope, type ListeningApp, type LogCapture, listening } from './helpers.js';
 import { connectTo, type RawResponse, ResponseReader } from './raw-http.js';
 
 /**
@@ -29,21 +26,6 @@ function assertError(res: RawResponse, status: number, code: string, details: un
     API_SECURITY,
   );
   return error;
-}
-
-interface Server {
-  app: FastifyInstance;
-  port: number;
-  logs: LogCapture;
-}
-
-/** The service listening on a free loopback port, with its log lines captured, and routes of the test's own. */
-async function listening(overrides: Partial<Config> = {}, routes: (app: FastifyInstance) => void = () => {}) {
-  const logs = new LogCapture();
-  const app = await buildApp(testConfig({ logLevel: 'info', ...overrides }), { logStream: logs });
-  routes(app);
-  await app.listen({ host: '127.0.0.1', port: 0 });
-  return { app, port: (app.server.address() as { port: number }).port, logs };
 }
 
 /** Opens a connection, writes `bytes` in one go, and reads the answers in order. */
@@ -75,7 +57,7 @@ function clientErrorLine(logs: LogCapture, id: string) {
 }
 
 describe('answers Node would give by itself', () => {
-  let server: Server;
+  let server: ListeningApp;
   before(async () => {
     server = await listening();
   });
@@ -186,7 +168,7 @@ describe('answers Node would give by itself', () => {
 });
 
 describe('fields that must not repeat', () => {
-  let server: Server;
+  let server: ListeningApp;
   before(async () => {
     server = await listening();
   });
@@ -237,7 +219,7 @@ describe('fields that must not repeat', () => {
 });
 
 describe('an error after pipelined requests', () => {
-  let server: Server;
+  let server: ListeningApp;
   let released: () => void = () => {};
   before(async () => {
     server = await listening({}, (app) => {
@@ -305,7 +287,7 @@ describe('an error after pipelined requests', () => {
 
 describe('connections left open, with a short REQUEST_TIMEOUT_MS', () => {
   const REQUEST_TIMEOUT_MS = 500;
-  let server: Server;
+  let server: ListeningApp;
   before(async () => {
     server = await listening({ requestTimeoutMs: REQUEST_TIMEOUT_MS, headersTimeoutMs: REQUEST_TIMEOUT_MS }, (app) => {
       app.get('/never', () => new Promise(() => {}));

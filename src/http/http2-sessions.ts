@@ -71,7 +71,7 @@ export class Http2Sessions {
     this.#options = options;
     const { maxConcurrentStreams, maxHeaderListSize, maxClientResets: _, ...limits } = HTTP2_LIMITS;
     this.server = createServer({ ...limits, settings: { maxConcurrentStreams, maxHeaderListSize } }, (req, res) => {
-      if (!req.stream.endAfterHeaders) this.#timeBody(req, res);
+      if (!req.stream.endAfterHeaders) this.#watchBody(req, res);
       handler(req, res);
     });
     this.server.on('session', (session) => this.#begin(session));
@@ -132,17 +132,34 @@ export class Http2Sessions {
 
   /**
    * A request whose body has not all arrived within the request timeout gets the 408 envelope,
-   * as over HTTP/1.1, while the service is still reading it; the stream is then reset.
+   * as over HTTP/1.1, while the service is still reading it. A request answered before its whole
+   * body came (that 408, a 413, a 404 to a POST) is then reset with NO_ERROR, which tells the
+   * client to stop sending it (RFC 9113, 8.1): Node does so by itself only for a body never read.
    */
-  #timeBody(req: Http2ServerRequest, res: Http2ServerResponse): void {
+  #watchBody(req: Http2ServerRequest, res: Http2ServerResponse): void {
+    const { stream } = req;
     const timer = setTimeout(() => {
       if (req.complete || res.writableEnded) return;
       // Fastify reads the body and listens for its errors: it answers this one with the envelope.
       if (!res.headersSent && req.listenerCount('error') > 0) req.emit('error', apiError(408));
-      else this.#cancel(req.stream);
+      else this.#cancel(stream);
     }, this.#options.requestTimeoutMs);
     timer.unref();
-    req.stream.once('close', () => clearTimeout(timer));
     req.once('end', () => clearTimeout(timer));
+    stream.once('close', () => clearTimeout(timer));
+    stream.once('finish', () => {
+      clearTimeout(timer);
+      if (!req.complete) setImmediate(resetOnceAnswered, stream);
+    });
   }
+}
+
+/**
+ * Resets a stream with NO_ERROR once the last frame of its answer (END_STREAM) has gone out, as
+ * RFC 9113 asks: the answer may still be waiting for the client's flow-control window.
+ */
+function resetOnceAnswered(stream: ServerHttp2Stream): void {
+  if (stream.closed || stream.destroyed) return;
+  if (stream.state.localClose === 1) stream.close(constants.NGHTTP2_NO_ERROR);
+  else setTimeout(resetOnceAnswered, 10, stream);
 }

@@ -68,7 +68,8 @@ function refusal(request: FastifyRequest, unmet: WeakSet<IncomingMessage>): ApiE
   if (raw.httpVersionMajor !== 1) {
     // HTTP/2 comes over its own streams (Node's Http2ServerRequest); "HTTP/2.0" in an HTTP/1 request line is refused.
     if (!('stream' in raw)) return unsupportedVersion();
-    // Node keeps the first of a field HTTP/2 sends twice, where HTTP/1.1's parser joins them: its lines tell.
+    // Node keeps the first of a Content-Type sent twice over HTTP/2, where HTTP/1.1's parser joins
+    // them: its lines tell. (nghttp2 resets a stream with Host twice as malformed.)
     const details = repeatedFields(raw);
     if (details.length > 0) return validationError(details);
   } else {
