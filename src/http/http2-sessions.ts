@@ -26,9 +26,10 @@ export const HTTP2_LIMITS = {
   /** Header fields of a request, pseudo-headers included: over it, the stream is refused. */
   maxHeaderListPairs: 128,
   /**
-   * Streams a client may reset (RST_STREAM) in a session, beyond which, once they are more than
-   * half of its streams, the session is closed with GOAWAY ENHANCE_YOUR_CALM (Rapid Reset,
-   * CVE-2023-44487): a client whose streams mostly end as they should never comes near it.
+   * Streams a client may reset (RST_STREAM) before they are served, in a session, beyond which,
+   * once they are more than half of its streams, the session is closed with GOAWAY
+   * ENHANCE_YOUR_CALM (Rapid Reset, CVE-2023-44487): a client whose streams mostly end as they
+   * should never comes near it.
    */
   maxClientResets: 100,
   /** Memory nghttp2 may hold for a session, in MiB (Node's default): over it, new streams are refused. */
@@ -57,25 +58,30 @@ interface SessionState {
   streams: number;
   open: number;
   resets: number;
+  /** Sent GOAWAY ENHANCE_YOUR_CALM: it takes no more streams. */
+  refused: boolean;
 }
+
+/** How long a session told to go away for its resets is kept open for the GOAWAY to be read, in ms. */
+const GOAWAY_GRACE_MS = 1000;
 
 export class Http2Sessions {
   readonly server: Http2Server;
+  readonly #handler: Handler;
   readonly #sessions = new Map<ServerHttp2Session, SessionState>();
   readonly #options: Http2SessionOptions;
-  /** Streams the service reset itself. */
-  readonly #cancelled = new WeakSet<ServerHttp2Stream>();
   #closing = false;
 
   constructor(handler: Handler, options: Http2SessionOptions) {
+    this.#handler = handler;
     this.#options = options;
     const { maxConcurrentStreams, maxHeaderListSize, maxClientResets: _, ...limits } = HTTP2_LIMITS;
-    this.server = createServer({ ...limits, settings: { maxConcurrentStreams, maxHeaderListSize } }, (req, res) => {
-      if (!req.stream.endAfterHeaders) this.#watchBody(req, res);
-      handler(req, res);
-    });
+    // A request is served once the frames read with it are taken in: a stream its client reset at
+    // once (Rapid Reset) is closed by then, and costs the service nothing more.
+    this.server = createServer({ ...limits, settings: { maxConcurrentStreams, maxHeaderListSize } }, (req, res) =>
+      setImmediate(this.#serve, req, res),
+    );
     this.server.on('session', (session) => this.#begin(session));
-    this.server.on('stream', (stream: ServerHttp2Stream) => this.#follow(stream));
   }
 
   /** Takes a connection whose client speaks HTTP/2: the preface was read, or ALPN chose h2. */
@@ -93,41 +99,60 @@ export class Http2Sessions {
   }
 
   #begin(session: ServerHttp2Session): void {
-    const state: SessionState = { streams: 0, open: 0, resets: 0 };
+    const state: SessionState = { streams: 0, open: 0, resets: 0, refused: false };
     this.#sessions.set(session, state);
     session.once('close', () => this.#sessions.delete(session));
     // A session's errors (a peer that broke the protocol, a reset connection) end it; they are the client's.
     session.on('error', () => {});
+    session.on('stream', (stream: ServerHttp2Stream) => this.#follow(session, state, stream));
     session.setTimeout(this.#options.keepAliveTimeoutMs, () => {
       if (state.open === 0) session.close();
     });
     if (this.#closing) session.close();
   }
 
-  /** Counts the stream as open until it closes, and a reset by its client against the session. */
-  #follow(stream: ServerHttp2Stream): void {
-    const session = stream.session as ServerHttp2Session | undefined;
-    const state = session === undefined ? undefined : this.#sessions.get(session);
-    if (session === undefined || state === undefined) return;
+  /**
+   * Counts a stream of the session, and a reset by its client that came before the stream could be
+   * served: Node tells of a new stream once the frames read with it are taken in, so a stream reset
+   * at once (Rapid Reset) is already closed then.
+   */
+  #follow(session: ServerHttp2Session, state: SessionState, stream: ServerHttp2Stream): void {
     state.streams += 1;
-    state.open += 1;
-    stream.setTimeout(this.#options.streamIdleTimeoutMs, () => this.#cancel(stream));
-    stream.once('close', () => {
-      state.open -= 1;
-      if (stream.rstCode === constants.NGHTTP2_NO_ERROR || this.#cancelled.has(stream)) return;
-      state.resets += 1;
-      const { maxClientResets } = HTTP2_LIMITS;
-      if (state.resets > maxClientResets && 2 * state.resets > state.streams && !session.destroyed) {
-        session.goaway(constants.NGHTTP2_ENHANCE_YOUR_CALM);
-        session.destroy();
-      }
-    });
+    if (stream.destroyed) this.#countReset(session, state);
   }
 
-  /** The service gives up on a stream: RST_STREAM CANCEL, which is no reset by the client. */
-  #cancel(stream: ServerHttp2Stream): void {
-    this.#cancelled.add(stream);
-    stream.close(constants.NGHTTP2_CANCEL);
+  readonly #serve = (req: Http2ServerRequest, res: Http2ServerResponse): void => {
+    const { stream } = req;
+    const session = stream.session as ServerHttp2Session | undefined;
+    const state = session === undefined ? undefined : this.#sessions.get(session);
+    // Reset by its client meanwhile: counted as it came, if it was then.
+    if (state === undefined || stream.destroyed) return;
+    if (state.refused) {
+      stream.close(constants.NGHTTP2_REFUSED_STREAM);
+      return;
+    }
+    state.open += 1;
+    stream.once('close', () => {
+      state.open -= 1;
+    });
+    stream.setTimeout(this.#options.streamIdleTimeoutMs, () => stream.close(constants.NGHTTP2_CANCEL));
+    if (!stream.endAfterHeaders) this.#watchBody(req, res);
+    this.#handler(req, res);
+  };
+
+  /**
+   * A stream its client reset before it was served. Past the limit, and once they are more than
+   * half of the session's streams, the session gets GOAWAY ENHANCE_YOUR_CALM: the streams the
+   * client opens after it are refused by nghttp2 without reaching the service. The connection ends
+   * a little later: closed at once with the client's frames still unread, it would be reset, and
+   * the GOAWAY lost with it.
+   */
+  #countReset(session: ServerHttp2Session, state: SessionState): void {
+    state.resets += 1;
+    if (state.refused || state.resets <= HTTP2_LIMITS.maxClientResets || 2 * state.resets <= state.streams) return;
+    state.refused = true;
+    session.goaway(constants.NGHTTP2_ENHANCE_YOUR_CALM);
+    setTimeout(() => session.destroy(), GOAWAY_GRACE_MS).unref();
   }
 
   /**
@@ -142,7 +167,7 @@ export class Http2Sessions {
       if (req.complete || res.writableEnded) return;
       // Fastify reads the body and listens for its errors: it answers this one with the envelope.
       if (!res.headersSent && req.listenerCount('error') > 0) req.emit('error', apiError(408));
-      else this.#cancel(stream);
+      else stream.close(constants.NGHTTP2_CANCEL);
     }, this.#options.requestTimeoutMs);
     timer.unref();
     req.once('end', () => clearTimeout(timer));
