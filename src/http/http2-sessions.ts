@@ -1,9 +1,10 @@
+import type { OutgoingHttpHeaders } from 'node:http';
 import {
   constants,
   createServer,
   type Http2Server,
   type Http2ServerRequest,
-  type Http2ServerResponse,
+  Http2ServerResponse,
   type ServerHttp2Session,
   type ServerHttp2Stream,
 } from 'node:http2';
@@ -53,6 +54,24 @@ export interface Http2SessionOptions {
 
 type Handler = (request: Http2ServerRequest, response: Http2ServerResponse) => void;
 
+/**
+ * An answer without the `Connection` field that code written for HTTP/1.1 sets (Fastify, after a
+ * body it could not read): HTTP/2 has no such field (RFC 9113, 8.2.2), and Node, which leaves it
+ * out too, would say so on stderr.
+ */
+class Http2Response extends Http2ServerResponse {
+  override setHeader(name: string, value: number | string | readonly string[]): this {
+    if (name.toLowerCase() !== 'connection') super.setHeader(name, value);
+    return this;
+  }
+
+  override writeHead(status: number, ...rest: [(string | OutgoingHttpHeaders)?, OutgoingHttpHeaders?]): this {
+    const headers = rest.at(-1);
+    if (typeof headers === 'object' && headers !== null) delete headers.connection;
+    return super.writeHead(status, ...(rest as [string, OutgoingHttpHeaders]));
+  }
+}
+
 /** What the service keeps of each session: its streams, those open, and those its client reset. */
 interface SessionState {
   streams: number;
@@ -78,9 +97,14 @@ export class Http2Sessions {
     const { maxConcurrentStreams, maxHeaderListSize, maxClientResets: _, ...limits } = HTTP2_LIMITS;
     // A request is served once the frames read with it are taken in: a stream its client reset at
     // once (Rapid Reset) is closed by then, and costs the service nothing more.
-    this.server = createServer({ ...limits, settings: { maxConcurrentStreams, maxHeaderListSize } }, (req, res) =>
+    const serverOptions = {
+      ...limits,
+      settings: { maxConcurrentStreams, maxHeaderListSize },
+      Http2ServerResponse: Http2Response,
+    };
+    this.server = createServer(serverOptions, (req, res) =>
       setImmediate(this.#serve, req, res),
-    );
+    ) as unknown as Http2Server;
     this.server.on('session', (session) => this.#begin(session));
   }
 
