@@ -81,10 +81,6 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   const timeoutCheckMs = Math.ceil(Math.min(1000, config.headersTimeoutMs / 4));
   // Made once the stores are; a request refused before routing is counted by it too.
   let limiter: RateLimiter | undefined;
-  // A connection on which no byte moves for as long as a whole request may take is dead, e.g. a
-  // client that stopped reading its response; it is closed without a word. So it comes after
-  // the request timeout has had two checks: a client stalled in mid-request gets its 408 first.
-  const connectionTimeoutMs = config.requestTimeoutMs + 2 * timeoutCheckMs;
   const certificate =
     config.tlsCertFile === null || config.tlsKeyFile === null
       ? null
@@ -96,7 +92,6 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
     headersTimeoutMs: config.headersTimeoutMs,
     requestTimeoutMs: config.requestTimeoutMs,
     keepAliveTimeoutMs: config.keepAliveTimeoutMs,
-    connectionTimeoutMs,
   });
   const app = Fastify({
     ...(serverFactory !== undefined && { serverFactory, https: certificate !== null }),
@@ -135,7 +130,10 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
       connectionsCheckingInterval: timeoutCheckMs,
     },
     requestTimeout: config.requestTimeoutMs, // Fastify sets it again on the server: the same value
-    connectionTimeout: connectionTimeoutMs,
+    // A connection on which no byte moves for as long as a whole request may take is dead, e.g. a
+    // client that stopped reading its response; it is closed without a word. So it comes after
+    // the request timeout has had two checks: a client stalled in mid-request gets its 408 first.
+    connectionTimeout: config.requestTimeoutMs + 2 * timeoutCheckMs,
     keepAliveTimeout: config.keepAliveTimeoutMs,
   }).withTypeProvider<TypeBoxTypeProvider>();
 

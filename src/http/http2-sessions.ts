@@ -12,10 +12,10 @@ import type { Duplex } from 'node:stream';
 import { apiError } from '../errors.js';
 
 /**
- * HTTP/2 for the service: every session held to the limits below, each stream to the request
- * timeout, an idle session closed, and on shutdown a GOAWAY to each session, which then ends once
- * its streams have. Sessions are made on connections handed over (`accept`) by the server that
- * listens, once it knows they speak HTTP/2: this server never listens itself.
+ * HTTP/2 for the service: every session held to the limits below, each request to the request
+ * timeout, a session on which nothing moves closed, and on shutdown a GOAWAY to each session, which
+ * then ends once its streams have. Sessions are made on connections handed over (`accept`) by the
+ * server that listens, once it knows they speak HTTP/2: this server never listens itself.
  */
 
 /** What every session is held to, advertised in the server's SETTINGS where HTTP/2 has a setting for it. */
@@ -46,20 +46,42 @@ export const HTTP2_LIMITS = {
 export interface Http2SessionOptions {
   /** The time a stream has to send its whole request, as REQUEST_TIMEOUT_MS is for an HTTP/1.1 request. */
   requestTimeoutMs: number;
-  /** The time a stream on which nothing moves may stay open: a client that stopped reading, say. */
-  streamIdleTimeoutMs: number;
-  /** The time a session with no open stream may stay, as KEEP_ALIVE_TIMEOUT_MS is for an HTTP/1.1 connection. */
+  /**
+   * The time a session on which no frame moves may stay, as KEEP_ALIVE_TIMEOUT_MS is for an idle
+   * HTTP/1.1 connection; its streams then have the request timeout to end.
+   */
   keepAliveTimeoutMs: number;
 }
 
 type Handler = (request: Http2ServerRequest, response: Http2ServerResponse) => void;
 
+/** How long a session told to go away for its resets is kept open for the GOAWAY to be read, in ms. */
+const GOAWAY_GRACE_MS = 1000;
+
 /**
- * An answer without the `Connection` field that code written for HTTP/1.1 sets (Fastify, after a
- * body it could not read): HTTP/2 has no such field (RFC 9113, 8.2.2), and Node, which leaves it
- * out too, would say so on stderr.
+ * Resets a stream with NO_ERROR once the last frame of its answer (END_STREAM) has gone out, as
+ * RFC 9113 (8.1) asks: the answer may still be waiting for the client's flow-control window.
+ */
+function resetOnceAnswered(stream: ServerHttp2Stream): void {
+  if (stream.closed || stream.destroyed) return;
+  if (stream.state.localClose === 1) stream.close(constants.NGHTTP2_NO_ERROR);
+  else setTimeout(resetOnceAnswered, 10, stream);
+}
+
+/**
+ * An answer over HTTP/2, as Node makes it, with what the service adds to every one:
+ * - no `Connection` field, which code written for HTTP/1.1 sets (Fastify, after a body it could
+ *   not read): HTTP/2 has no such field (RFC 9113, 8.2.2), and Node, which leaves it out too,
+ *   would say so on stderr;
+ * - given before the whole body of its request came (a 413, a 408, a 404 to a POST), it is
+ *   followed by RST_STREAM NO_ERROR, which tells the client to stop sending (RFC 9113, 8.1): Node
+ *   does so by itself only for a body nobody read;
+ * - the request's timer, which its end clears.
  */
 class Http2Response extends Http2ServerResponse {
+  /** The request timeout of a request with a body, until the answer ends. */
+  timer: NodeJS.Timeout | undefined;
+
   override setHeader(name: string, value: number | string | readonly string[]): this {
     if (name.toLowerCase() !== 'connection') super.setHeader(name, value);
     return this;
@@ -70,19 +92,24 @@ class Http2Response extends Http2ServerResponse {
     if (typeof headers === 'object' && headers !== null) delete headers.connection;
     return super.writeHead(status, ...(rest as [string, OutgoingHttpHeaders]));
   }
+
+  override end(...args: unknown[]): this {
+    (super.end as (...args: unknown[]) => this).apply(this, args);
+    if (this.timer === undefined) return this;
+    clearTimeout(this.timer);
+    this.timer = undefined;
+    if (!this.req.complete) setImmediate(resetOnceAnswered, this.stream);
+    return this;
+  }
 }
 
-/** What the service keeps of each session: its streams, those open, and those its client reset. */
+/** What the service keeps of each session: its streams, and those its client reset before they were served. */
 interface SessionState {
   streams: number;
-  open: number;
   resets: number;
   /** Sent GOAWAY ENHANCE_YOUR_CALM: it takes no more streams. */
   refused: boolean;
 }
-
-/** How long a session told to go away for its resets is kept open for the GOAWAY to be read, in ms. */
-const GOAWAY_GRACE_MS = 1000;
 
 export class Http2Sessions {
   readonly server: Http2Server;
@@ -95,13 +122,13 @@ export class Http2Sessions {
     this.#handler = handler;
     this.#options = options;
     const { maxConcurrentStreams, maxHeaderListSize, maxClientResets: _, ...limits } = HTTP2_LIMITS;
-    // A request is served once the frames read with it are taken in: a stream its client reset at
-    // once (Rapid Reset) is closed by then, and costs the service nothing more.
     const serverOptions = {
       ...limits,
       settings: { maxConcurrentStreams, maxHeaderListSize },
       Http2ServerResponse: Http2Response,
     };
+    // A request is served a turn after it came, once the frames read with it are taken in: a
+    // stream its client reset at once (Rapid Reset) is closed by then, and costs the service nothing more.
     this.server = createServer(serverOptions, (req, res) =>
       setImmediate(this.#serve, req, res),
     ) as unknown as Http2Server;
@@ -110,6 +137,9 @@ export class Http2Sessions {
 
   /** Takes a connection whose client speaks HTTP/2: the preface was read, or ALPN chose h2. */
   accept(socket: Duplex): void {
+    // node:http keeps a connection half open when its client ends its side, and answers it itself;
+    // a session ends with its connection, as on node:http2's own server.
+    socket.allowHalfOpen = false;
     this.server.emit('connection', socket);
   }
 
@@ -123,14 +153,17 @@ export class Http2Sessions {
   }
 
   #begin(session: ServerHttp2Session): void {
-    const state: SessionState = { streams: 0, open: 0, resets: 0, refused: false };
+    const state: SessionState = { streams: 0, resets: 0, refused: false };
     this.#sessions.set(session, state);
     session.once('close', () => this.#sessions.delete(session));
     // A session's errors (a peer that broke the protocol, a reset connection) end it; they are the client's.
     session.on('error', () => {});
     session.on('stream', (stream: ServerHttp2Stream) => this.#follow(session, state, stream));
+    // Nothing moved for the keep-alive timeout: GOAWAY. An idle session ends at once; streams still
+    // open (a client that stopped reading, say) have the request timeout to end, then it is closed.
     session.setTimeout(this.#options.keepAliveTimeoutMs, () => {
-      if (state.open === 0) session.close();
+      session.close();
+      setTimeout(() => session.destroy(), this.#options.requestTimeoutMs).unref();
     });
     if (this.#closing) session.close();
   }
@@ -147,22 +180,28 @@ export class Http2Sessions {
 
   readonly #serve = (req: Http2ServerRequest, res: Http2ServerResponse): void => {
     const { stream } = req;
-    const session = stream.session as ServerHttp2Session | undefined;
-    const state = session === undefined ? undefined : this.#sessions.get(session);
-    // Reset by its client meanwhile: counted as it came, if it was then.
-    if (state === undefined || stream.destroyed) return;
-    if (state.refused) {
+    // Reset by its client meanwhile (counted as it came, if it was then), or its session gone.
+    if (stream.destroyed) return;
+    if (this.#sessions.get(stream.session as ServerHttp2Session)?.refused !== false) {
       stream.close(constants.NGHTTP2_REFUSED_STREAM);
       return;
     }
-    state.open += 1;
-    stream.once('close', () => {
-      state.open -= 1;
-    });
-    stream.setTimeout(this.#options.streamIdleTimeoutMs, () => stream.close(constants.NGHTTP2_CANCEL));
-    if (!stream.endAfterHeaders) this.#watchBody(req, res);
+    if (!stream.endAfterHeaders) (res as Http2Response).timer = this.#requestTimer(req, res);
     this.#handler(req, res);
   };
+
+  /**
+   * A request whose body has not all arrived within the request timeout gets the 408 envelope, as
+   * over HTTP/1.1, while the service is still reading it; else its stream is reset.
+   */
+  #requestTimer(req: Http2ServerRequest, res: Http2ServerResponse): NodeJS.Timeout {
+    return setTimeout(() => {
+      if (req.complete || res.writableEnded || req.stream.destroyed) return;
+      // Fastify reads the body and listens for its errors: it answers this one with the envelope.
+      if (!res.headersSent && req.listenerCount('error') > 0) req.emit('error', apiError(408));
+      else req.stream.close(constants.NGHTTP2_CANCEL);
+    }, this.#options.requestTimeoutMs).unref();
+  }
 
   /**
    * A stream its client reset before it was served. Past the limit, and once they are more than
@@ -178,37 +217,4 @@ export class Http2Sessions {
     session.goaway(constants.NGHTTP2_ENHANCE_YOUR_CALM);
     setTimeout(() => session.destroy(), GOAWAY_GRACE_MS).unref();
   }
-
-  /**
-   * A request whose body has not all arrived within the request timeout gets the 408 envelope,
-   * as over HTTP/1.1, while the service is still reading it. A request answered before its whole
-   * body came (that 408, a 413, a 404 to a POST) is then reset with NO_ERROR, which tells the
-   * client to stop sending it (RFC 9113, 8.1): Node does so by itself only for a body never read.
-   */
-  #watchBody(req: Http2ServerRequest, res: Http2ServerResponse): void {
-    const { stream } = req;
-    const timer = setTimeout(() => {
-      if (req.complete || res.writableEnded) return;
-      // Fastify reads the body and listens for its errors: it answers this one with the envelope.
-      if (!res.headersSent && req.listenerCount('error') > 0) req.emit('error', apiError(408));
-      else stream.close(constants.NGHTTP2_CANCEL);
-    }, this.#options.requestTimeoutMs);
-    timer.unref();
-    req.once('end', () => clearTimeout(timer));
-    stream.once('close', () => clearTimeout(timer));
-    stream.once('finish', () => {
-      clearTimeout(timer);
-      if (!req.complete) setImmediate(resetOnceAnswered, stream);
-    });
-  }
-}
-
-/**
- * Resets a stream with NO_ERROR once the last frame of its answer (END_STREAM) has gone out, as
- * RFC 9113 asks: the answer may still be waiting for the client's flow-control window.
- */
-function resetOnceAnswered(stream: ServerHttp2Stream): void {
-  if (stream.closed || stream.destroyed) return;
-  if (stream.state.localClose === 1) stream.close(constants.NGHTTP2_NO_ERROR);
-  else setTimeout(resetOnceAnswered, 10, stream);
 }

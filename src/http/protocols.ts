@@ -26,8 +26,6 @@ export interface ProtocolOptions {
   headersTimeoutMs: number;
   requestTimeoutMs: number;
   keepAliveTimeoutMs: number;
-  /** How long a connection on which nothing moves stays open: Fastify's connectionTimeout. */
-  connectionTimeoutMs: number;
 }
 
 /** Fastify's server options the factory applies as Fastify applies them to its own server. */
@@ -156,7 +154,6 @@ export function protocolServerFactory(options: ProtocolOptions): FastifyServerFa
     if (options.http2) {
       const sessions = new Http2Sessions(serve, {
         requestTimeoutMs: options.requestTimeoutMs,
-        streamIdleTimeoutMs: options.connectionTimeoutMs,
         keepAliveTimeoutMs: options.keepAliveTimeoutMs,
       });
       // What Node would answer by itself, with a bare status, goes where it goes over HTTP/1.1: an

@@ -7,7 +7,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { request as http1Request } from 'undici';
 import { HTTP2_LIMITS } from '../../src/http/http2-sessions.js';
 import { h2, readStream } from '../h2-client.js';
-import { ErrorCode, Flag, FrameType, headersFrame, PREFACE, RawH2, requestFields } from '../h2-frames.js';
+import { ErrorCode, Flag, FrameType, frame, headersFrame, PREFACE, RawH2, requestFields } from '../h2-frames.js';
 import { assertEnvelope, type ListeningApp, listening, parseRawResponse, rawExchange, sendHttp2 } from '../helpers.js';
 import { CURL_SKIP, H2LOAD_SKIP, parseH2load, run } from '../http2-tools.js';
 import { connectTo, ResponseReader } from '../raw-http.js';
@@ -23,14 +23,14 @@ import { exitOf, killAllServers, startServer } from '../server-process.js';
 
 const HEADERS_TIMEOUT_MS = 1_000;
 const REQUEST_TIMEOUT_MS = 1_500;
-const KEEP_ALIVE_TIMEOUT_MS = 1_000;
+const KEEP_ALIVE_TIMEOUT_MS = 2_500;
 /** How late a timeout may come on a machine running other test files: Node checks HTTP/1.1's every 250 ms here. */
 const LATE_MS = 2_000;
 
 /** Fields a response over HTTP/2 must not carry (RFC 9113, 8.2.2). */
 /** Resolves once `done()` holds, looking every 10 ms for up to 2 s. */
-async function until(done: () => boolean): Promise<void> {
-  for (const deadline = performance.now() + 2_000; !done() && performance.now() < deadline; ) await sleep(10);
+async function until(done: () => boolean | Promise<boolean>): Promise<void> {
+  for (const deadline = performance.now() + 2_000; !(await done()) && performance.now() < deadline; ) await sleep(10);
 }
 
 const CONNECTION_SPECIFIC = ['connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'upgrade'];
@@ -82,6 +82,39 @@ describe('HTTP/2 with prior knowledge beside HTTP/1.1 on one port', () => {
     } finally {
       session.close();
     }
+  });
+
+  it(`refuses the streams a client opens beyond the ${HTTP2_LIMITS.maxConcurrentStreams} it may have at once, and serves the others`, async () => {
+    const raw = await RawH2.open(server.port);
+    try {
+      // 110 requests whose bodies have not ended: each stream stays open until its body does.
+      const opened = Array.from({ length: 110 }, (_, i) =>
+        headersFrame(2 * i + 1, requestFields('/api/echo', 'POST', [['content-type', 'application/json']]), false),
+      );
+      await raw.write(Buffer.concat(opened));
+      await raw.waitFor((f) => f.type === FrameType.RST_STREAM && f.streamId === 219);
+      const refused = raw.frames.filter((f) => f.type === FrameType.RST_STREAM).map((f) => f.streamId);
+      assert.deepEqual(
+        refused,
+        Array.from({ length: 10 }, (_, i) => 201 + 2 * i),
+      );
+      assert.ok(
+        raw.frames
+          .filter((f) => f.type === FrameType.RST_STREAM)
+          .every((f) => f.payload.readUInt32BE(0) === ErrorCode.REFUSED_STREAM),
+      );
+      // The first one ends its body, and is answered.
+      await raw.write(frame(FrameType.DATA, Flag.END_STREAM, 1, Buffer.from('{"a":1}')));
+      const answered = await raw.waitFor((f) => f.streamId === 1 && f.type === FrameType.HEADERS);
+      assert.ok(answered, 'stream 1 answered');
+    } finally {
+      raw.destroy();
+    }
+    // The client gone with 99 streams open, its session ends: closing the server would wait for it.
+    const connections = () =>
+      new Promise<number>((resolve) => server.app.server.getConnections((_error, count) => resolve(count)));
+    await until(async () => (await connections()) === 0);
+    assert.equal(await connections(), 0);
   });
 
   it('takes a preface sent a byte at a time as HTTP/2', async () => {
@@ -164,7 +197,6 @@ describe('HTTP/2 with prior knowledge beside HTTP/1.1 on one port', () => {
       const error = assertEnvelope(res, 408, 'REQUEST_TIMEOUT');
       assert.equal(error.request_id, 'stalled-body');
       assert.ok(elapsed >= REQUEST_TIMEOUT_MS - 50 && elapsed < REQUEST_TIMEOUT_MS + LATE_MS, `${elapsed} ms`);
-      // The session outlived its keep-alive timeout while the stream was open.
       assert.equal((await sendHttp2(session, { path: '/api/hello' })).status, 200);
       await until(() => server.logs.lines.some((line) => line.request_id === 'stalled-body'));
       assert.equal(server.logs.lineOf('stalled-body').status, 408);
