@@ -61,6 +61,7 @@ function sniffPreface(
     socket.off('readable', read);
     socket.off('end', gone);
     socket.off('error', gone);
+    socket.off('close', stop);
   };
   const gone = () => {
     stop();
@@ -85,6 +86,8 @@ function sniffPreface(
   socket.on('readable', read);
   socket.once('end', gone);
   socket.once('error', gone);
+  // Closed meanwhile (shutdown closes the connections that have sent nothing): nothing to wait for.
+  socket.once('close', stop);
 }
 
 /**
