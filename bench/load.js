@@ -119,6 +119,55 @@ async function runAutocannon(base, requests, { connections, duration, total }) {
   };
 }
 
+/** Seconds of h2load's `finished in 5.00s` or a time such as `1.23ms`, in milliseconds. */
+function h2loadMs(text) {
+  const match = /^([\d.]+)(us|ms|s)$/.exec(text ?? '');
+  return match === null ? Number.NaN : Number(match[1]) * { us: 0.001, ms: 1, s: 1000 }[match[2]];
+}
+
+/**
+ * HTTP/2 load with h2load (Debian: nghttp2-client), C like wrk: `clients` connections of
+ * `streams` concurrent streams each, h2c with prior knowledge for http://, h2 by ALPN for https://.
+ * It reports no percentiles: `p50` is the mean time for a request, `p99` the longest.
+ */
+export function runH2load(base, [request], { clients, streams, duration }) {
+  const args = ['-c', String(clients), '-m', String(streams), '-D', String(duration), '-t', '1'];
+  for (const [name, value] of Object.entries(request.headers ?? {})) args.push('-H', `${name}: ${value}`);
+  if (request.body !== undefined) {
+    const file = join(scripts, `body-${process.hrtime.bigint()}.json`);
+    writeFileSync(file, request.body);
+    args.push('-d', file);
+  }
+  args.push(base + request.path);
+  return new Promise((resolve, reject) => {
+    const child = spawn('h2load', args, { stdio: ['ignore', 'pipe', 'inherit'] });
+    let output = '';
+    child.stdout.on('data', (chunk) => {
+      output += chunk;
+    });
+    child.on('error', (error) =>
+      reject(
+        error.code === 'ENOENT' ? new Error('h2load is not installed (Debian: apt-get install nghttp2-client)') : error,
+      ),
+    );
+    child.on('close', (code) => {
+      const number = (pattern) => Number(pattern.exec(output)?.[1] ?? Number.NaN);
+      const time = /^time for request:\s+(\S+)\s+(\S+)\s+(\S+)/m.exec(output);
+      const done = number(/(\d+) done/);
+      if (code !== 0 || time === null || !(done > 0)) {
+        return reject(new Error(`h2load ${args.join(' ')} exited ${code}:\n${output}`));
+      }
+      resolve({
+        requests: done,
+        seconds: h2loadMs(/finished in (\S+),/.exec(output)?.[1]) / 1000,
+        failures: number(/(\d+) failed/) + number(/(\d+) errored/) + number(/(\d+) 4xx/) + number(/(\d+) 5xx/),
+        p50: h2loadMs(time[3]),
+        p99: h2loadMs(time[2]),
+      });
+    });
+  });
+}
+
 function wrkInstalled() {
   try {
     execFileSync('wrk', ['--version'], { stdio: 'ignore' });

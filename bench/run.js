@@ -11,20 +11,23 @@
  *   npm run bench -- --tracing                      # adds the service exporting spans: all, and a tenth
  *   npm run bench -- --parts --only hello --total 0 # what each default costs: the service with each turned off
  *   npm run bench -- --faults                       # adds the service with fault injection on, no fault asked for
+ *   npm run bench -- --http2                        # the service and bare Node over h2c, h2 (TLS) and HTTPS/1.1
  *
  * Prints a Markdown report (the one BENCHMARKS.md quotes) and writes it, with the raw
  * figures as JSON, to bench/results/.
  */
-import { spawn } from 'node:child_process';
-import { mkdirSync, openSync, readFileSync, writeFileSync } from 'node:fs';
+import { spawn, spawnSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, openSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer as createHttpServer } from 'node:http';
+import { connect as connectHttp2 } from 'node:http2';
+import { request as httpsRequest } from 'node:https';
 import { createServer } from 'node:net';
 import { cpus, tmpdir, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
 import { ENDPOINTS } from './endpoints.js';
-import { loadGenerator } from './load.js';
+import { loadGenerator, runH2load } from './load.js';
 
 const { values: options } = parseArgs({
   options: {
@@ -38,6 +41,8 @@ const { values: options } = parseArgs({
     tracing: { type: 'boolean', default: false },
     parts: { type: 'boolean', default: false },
     faults: { type: 'boolean', default: false },
+    http2: { type: 'boolean', default: false },
+    streams: { type: 'string', default: '10' },
   },
 });
 /** The endpoints measured: all, or those whose name contains one of the words of `--only`. */
@@ -49,6 +54,8 @@ const LOAD = loadGenerator(options.load);
 const ROUNDS = Number(options.rounds);
 const DURATION_S = Number(options.duration);
 const CONNECTIONS = Number(options.connections);
+/** With --http2: the concurrent streams of each h2load client, of which there are CONNECTIONS. */
+const STREAMS = Number(options.streams);
 const TOTAL_REQUESTS = Number(options.total);
 const WARM_UP_S = 2;
 
@@ -66,17 +73,18 @@ function freePort() {
   });
 }
 
-/** Polls until `url` answers 200; resolves with the milliseconds since `since`. */
-async function firstOk(url, since, timeoutMs = 10_000) {
+/** Polls until the server answers GET /api/hello with 200; resolves with the milliseconds since `since`. */
+async function firstOk(server, since, timeoutMs = 10_000) {
   for (;;) {
     try {
-      const response = await fetch(url);
-      await response.arrayBuffer();
-      if (response.status === 200) return performance.now() - since;
+      if ((await answer(server, { method: 'GET', path: '/api/hello' })).status === 200)
+        return performance.now() - since;
     } catch {
       // not listening yet
     }
-    if (performance.now() - since > timeoutMs) throw new Error(`${url} did not answer 200 within ${timeoutMs} ms`);
+    if (performance.now() - since > timeoutMs) {
+      throw new Error(`${server.base}/api/hello did not answer 200 within ${timeoutMs} ms`);
+    }
     await sleep(2);
   }
 }
@@ -125,6 +133,92 @@ const PARTS = [
   { key: 'fastify', label: 'bare Fastify', cwd: root, script: 'bench/servers/fastify.js', env: {} },
 ];
 
+/**
+ * With --http2, a self-signed certificate for 127.0.0.1 (the load generators do not check it), for
+ * the servers over TLS.
+ */
+function benchCertificate() {
+  const dir = mkdtempSync(join(tmpdir(), 'greeting-bench-tls-'));
+  const [cert, key] = [join(dir, 'cert.pem'), join(dir, 'key.pem')];
+  const made = spawnSync(
+    'openssl',
+    [
+      'req',
+      '-x509',
+      '-newkey',
+      'ec',
+      '-pkeyopt',
+      'ec_paramgen_curve:prime256v1',
+      '-nodes',
+      '-keyout',
+      key,
+      '-out',
+      cert,
+      '-days',
+      '1',
+      '-subj',
+      '/CN=127.0.0.1',
+      '-addext',
+      'subjectAltName=IP:127.0.0.1',
+    ],
+    { encoding: 'utf8' },
+  );
+  if (made.status !== 0)
+    throw new Error(`openssl could not make the bench's certificate: ${made.stderr ?? made.error}`);
+  return { TLS_CERT_FILE: cert, TLS_KEY_FILE: key };
+}
+const certificate = options.http2 ? benchCertificate() : null;
+
+/**
+ * With --http2, the service and the bare Node server of each protocol, each pair driven alike:
+ * HTTP/2 by h2load (h2c with prior knowledge, and h2 over TLS), HTTPS/1.1 by the HTTP/1.1 load
+ * generator. Their protocol tells the bench how to reach them.
+ */
+const PROTOCOL_SERVERS =
+  certificate === null
+    ? []
+    : [
+        { ...serviceServer('service-h2c', 'service h2c', root, { HTTP2: 'true' }), protocol: 'h2c' },
+        {
+          key: 'node-h2c',
+          label: 'node:http2 h2c',
+          cwd: root,
+          script: 'bench/servers/node-http2.js',
+          env: {},
+          protocol: 'h2c',
+        },
+        { ...serviceServer('service-h2', 'service h2', root, { HTTP2: 'true', ...certificate }), protocol: 'h2' },
+        {
+          key: 'node-h2',
+          label: 'node:http2 h2',
+          cwd: root,
+          script: 'bench/servers/node-http2.js',
+          env: certificate,
+          protocol: 'h2',
+        },
+        { ...serviceServer('service-https', 'service HTTPS/1.1', root, certificate), protocol: 'https' },
+        {
+          key: 'node-https',
+          label: 'node:https',
+          cwd: root,
+          script: 'bench/servers/node-https.js',
+          env: certificate,
+          protocol: 'https',
+        },
+      ];
+
+/** The service and the bare server compared in each table of the report, the first the HTTP/1.1 one. */
+const PAIRS = [
+  ['HTTP/1.1', 'service', 'node'],
+  ...(certificate === null
+    ? []
+    : [
+        ['HTTP/2 with prior knowledge (h2c)', 'service-h2c', 'node-h2c'],
+        ['HTTP/2 over TLS (h2)', 'service-h2', 'node-h2'],
+        ['HTTPS/1.1', 'service-https', 'node-https'],
+      ]),
+];
+
 /** The servers compared, the service first. */
 const SERVERS = [
   serviceServer('service', 'service', root),
@@ -143,10 +237,16 @@ const SERVERS = [
   // Its hooks run on every request under /api, reading the fault headers the load never sends.
   ...(options.faults ? [serviceServer('faults', 'faults on, none asked', root, { FAULT_HEADERS: 'true' })] : []),
   { key: 'node', label: 'node:http', cwd: root, script: 'bench/servers/node-http.js', env: {} },
-  ...(options.parts
-    ? []
-    : [{ key: 'express', label: 'Express 5', cwd: root, script: 'bench/servers/express.js', env: {} }]),
+  // With --http2, the protocols' servers take Express's place in the rounds' time, and --parts's too.
+  ...(certificate !== null
+    ? PROTOCOL_SERVERS
+    : options.parts
+      ? []
+      : [{ key: 'express', label: 'Express 5', cwd: root, script: 'bench/servers/express.js', env: {} }]),
 ];
+
+/** The scheme of a server's URL. */
+const schemeOf = (server) => (server.protocol === 'h2' || server.protocol === 'https' ? 'https' : 'http');
 
 async function start(server) {
   const port = await freePort();
@@ -157,8 +257,8 @@ async function start(server) {
     env: { ...process.env, ...server.env, PORT: String(port) },
     stdio: ['ignore', stdout, 'inherit'],
   });
-  const base = `http://127.0.0.1:${port}`;
-  const startupMs = await firstOk(`${base}/api/hello`, startedAt);
+  const base = `${schemeOf(server)}://127.0.0.1:${port}`;
+  const startupMs = await firstOk({ ...server, base }, startedAt);
   // Idle: a second after the first answer, with nothing else asked of it.
   await sleep(1000);
   return { ...server, child, base, startupMs, idleRssMb: rssBytes(child.pid) / MB };
@@ -180,7 +280,46 @@ function sampleRss(pid, intervalMs) {
   };
 }
 
-async function answer(server, { method, path, headers, body }) {
+/** One answer, in the server's protocol; the bench's certificate is not checked. */
+async function answer(server, { method, path, headers = {}, body }) {
+  if (server.protocol === 'h2c' || server.protocol === 'h2') {
+    const session = connectHttp2(server.base, { rejectUnauthorized: false });
+    try {
+      return await new Promise((resolve, reject) => {
+        session.once('error', reject);
+        const stream = session.request(
+          { ':method': method, ':path': path, ...headers },
+          { endStream: body === undefined },
+        );
+        let status = 0;
+        let text = '';
+        stream.on('response', (fields) => {
+          status = fields[':status'];
+        });
+        stream.setEncoding('utf8').on('data', (chunk) => {
+          text += chunk;
+        });
+        stream.on('end', () => resolve({ status, text }));
+        stream.on('error', reject);
+        if (body !== undefined) stream.end(body);
+      });
+    } finally {
+      session.close();
+    }
+  }
+  if (server.protocol === 'https') {
+    return new Promise((resolve, reject) => {
+      const request = httpsRequest(server.base + path, { method, headers, rejectUnauthorized: false }, (response) => {
+        let text = '';
+        response.setEncoding('utf8').on('data', (chunk) => {
+          text += chunk;
+        });
+        response.on('end', () => resolve({ status: response.statusCode, text }));
+      });
+      request.on('error', reject);
+      request.end(body);
+    });
+  }
   const response = await fetch(server.base + path, { method, headers, body });
   return { status: response.status, text: await response.text() };
 }
@@ -252,7 +391,10 @@ async function main() {
   for (const server of SERVERS) servers.push(await start(server));
   const [service] = servers;
   const load = (server, requests, extra) =>
-    LOAD.run(server.base, requests, { connections: CONNECTIONS, ...extra }).catch(async (error) => {
+    (server.protocol === 'h2c' || server.protocol === 'h2'
+      ? runH2load(server.base, requests, { clients: CONNECTIONS, streams: STREAMS, ...extra })
+      : LOAD.run(server.base, requests, { connections: CONNECTIONS, ...extra })
+    ).catch(async (error) => {
       const { status, text } = await answer(server, requests[0]);
       throw new Error(`${server.label} ${requests[0].name}: ${error.message}\nIt now answers ${status} ${text}`);
     });
@@ -287,6 +429,7 @@ async function main() {
     const report = {
       machine: `${cpus().length} × ${cpus()[0].model}, ${fixed(totalmem() / 1024 ** 3, 1)} GiB, Node ${process.version}`,
       loadGenerator: LOAD.name,
+      http2: certificate === null ? null : { loadGenerator: 'h2load', clients: CONNECTIONS, streams: STREAMS },
       servers: servers.map(({ key, label }) => ({ key, label })),
       settings: {
         rounds: ROUNDS,
@@ -343,13 +486,13 @@ function partsTable(report) {
   ];
 }
 
-function toMarkdown(report) {
-  const labels = report.servers.filter(({ key }) => !PARTS.some((part) => part.key === key));
-  const compared = labels.filter(({ key }) => key !== 'service');
+/** The table of the service and the servers compared with it (`labels`), the service first. */
+function comparison(report, labels, latency) {
+  const [service, ...compared] = labels;
   const header = [
     'endpoint',
-    ...labels.flatMap(({ label }) => [`${label} req/s`, 'p50 / p99 ms', 'CPU µs/req']),
-    ...compared.map(({ label }) => `service / ${label}`),
+    ...labels.flatMap(({ label }) => [`${label} req/s`, latency, 'CPU µs/req']),
+    ...compared.map(({ label }) => `${service.label} / ${label}`),
   ];
   const rows = report.endpoints.map((endpoint) =>
     [
@@ -358,19 +501,40 @@ function toMarkdown(report) {
         const { rps, p50, p99, cpuMicros: cpu } = endpoint[key];
         return [fixed(rps), `${ms(p50)} / ${ms(p99)}`, fixed(cpu)];
       }),
-      ...compared.map(({ key }) => fixed(endpoint.service.rps / endpoint[key].rps, 2)),
+      ...compared.map(({ key }) => fixed(endpoint[service.key].rps / endpoint[key].rps, 2)),
     ].join(' | '),
   );
-  const { soak, settings } = report;
+  return [`| ${header.join(' | ')} |`, `|${header.map(() => '---').join('|')}|`, ...rows.map((row) => `| ${row} |`)];
+}
+
+function toMarkdown(report) {
+  const labels = report.servers;
+  const protocols = new Set(PROTOCOL_SERVERS.map(({ key }) => key));
+  const { soak, settings, http2 } = report;
   const each = (figures, digits) =>
-    report.servers.map(({ key, label }) => `${label} ${fixed(figures[key], digits)}`).join(', ');
+    labels.map(({ key, label }) => `${label} ${fixed(figures[key], digits)}`).join(', ');
+  const byKey = (key) => labels.find((label) => label.key === key);
+  const protocolTables = PAIRS.slice(1).flatMap(([title, service, bare]) => [
+    '',
+    `${title}:`,
+    '',
+    ...comparison(report, [byKey(service), byKey(bare)], title.startsWith('HTTP/2') ? 'mean / max ms' : 'p50 / p99 ms'),
+  ]);
   return [
     `Machine: ${report.machine}.`,
     `Load: ${report.loadGenerator}, one thread, ${settings.connections} connections, ${settings.rounds} alternating rounds of ${settings.durationSeconds} s per endpoint and server; req/s and CPU per request are the medians of the rounds, latency the median p50 and the worst p99.`,
+    ...(http2 === null
+      ? []
+      : [
+          `HTTP/2: h2load, one thread, ${http2.clients} clients of ${http2.streams} concurrent streams each; h2load gives no percentiles, so the latency is the median of the rounds' mean time for a request and the worst round's longest.`,
+        ]),
     '',
-    `| ${header.join(' | ')} |`,
-    `|${header.map(() => '---').join('|')}|`,
-    ...rows.map((row) => `| ${row} |`),
+    ...comparison(
+      report,
+      labels.filter(({ key }) => !protocols.has(key) && !PARTS.some((part) => part.key === key)),
+      'p50 / p99 ms',
+    ),
+    ...protocolTables,
     '',
     ...(options.parts ? partsTable(report) : []),
     `- Start to first 200 (ms): ${each(report.startupMs, 0)}.`,

@@ -1,3 +1,4 @@
+import type { Server as TlsServer } from 'node:tls';
 import { SerializerSelector } from '@fastify/fast-json-stringify-compiler';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import Fastify, { type FastifyInstance } from 'fastify';
@@ -5,6 +6,8 @@ import { type DestinationStream, destination } from 'pino';
 import { type Config, otlpTracesUrl } from './config.js';
 import { type FaultSettings, faultsOn } from './domain/faults.js';
 import type { ApiError } from './errors.js';
+import { ServerCertificate } from './http/certificates.js';
+import { protocolServerFactory } from './http/protocols.js';
 import { SocketAnswers } from './http/socket-answers.js';
 import { apiPathTest } from './lib/api-path.js';
 import { compileOnFirstUse } from './lib/compile-on-first-use.js';
@@ -64,10 +67,17 @@ function lazySerializers(...args: Parameters<typeof buildSerializer>): ReturnTyp
   return (route) => compileOnFirstUse(() => compile(route));
 }
 
+declare module 'fastify' {
+  interface FastifyInstance {
+    /** With TLS: reads TLS_CERT_FILE and TLS_KEY_FILE again and serves them to new connections (SIGHUP). */
+    readonly reloadCertificate?: () => void;
+  }
+}
+
 /** The whole service as a Fastify instance, not yet listening: what the server and every test build. */
 export async function buildApp(config: Config, options: AppOptions = {}): Promise<FastifyInstance> {
   const logStream = options.logStream ?? destination(1);
-  const requestLog = new RequestLog(logStream, config.logLevel);
+  const requestLog = new RequestLog(logStream, config.logLevel, config.http2);
   const isApiPath = apiPathTest(config.contextPath);
   const headers = new ResponseHeaders(config.corsOrigins, config.contextPath, isApiPath);
   const socketAnswers = new SocketAnswers(headers);
@@ -75,7 +85,20 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   const timeoutCheckMs = Math.ceil(Math.min(1000, config.headersTimeoutMs / 4));
   // Made once the stores are; a request refused before routing is counted by it too.
   let limiter: RateLimiter | undefined;
+  const certificate =
+    config.tlsCertFile === null || config.tlsKeyFile === null
+      ? null
+      : new ServerCertificate(config.tlsCertFile, config.tlsKeyFile);
+  // With neither HTTP2 nor TLS, none: Fastify's own node:http server.
+  const serverFactory = protocolServerFactory({
+    http2: config.http2,
+    certificate,
+    headersTimeoutMs: config.headersTimeoutMs,
+    requestTimeoutMs: config.requestTimeoutMs,
+    keepAliveTimeoutMs: config.keepAliveTimeoutMs,
+  });
   const app = Fastify({
+    ...(serverFactory !== undefined && { serverFactory, https: certificate !== null }),
     logger: { level: config.logLevel, stream: logStream },
     logController: requestLog,
     childLoggerFactory: requestLogger,
@@ -120,6 +143,11 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   }).withTypeProvider<TypeBoxTypeProvider>();
 
   socketAnswers.refuseConnect(app);
+  if (certificate !== null) {
+    certificate.follow(app.server as unknown as TlsServer, app.log);
+    app.decorate('reloadCertificate', () => certificate.reload());
+    app.addHook('onClose', () => certificate.stop());
+  }
 
   const stores = await createStores(config, app.log);
   // Registered before listening, so it runs after Fastify's own close hook has drained the requests.
@@ -131,7 +159,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   await app.register(tracingPlugin, { requestLog, spanExport, shutdownTimeoutMs: config.shutdownTimeoutMs });
   await app.register(errorsPlugin);
   await app.register(validationPlugin);
-  await app.register(jsonBodyPlugin);
+  await app.register(jsonBodyPlugin, { http2: config.http2 });
   // First of the request hooks: it sets every response's headers, and answers CORS preflights.
   await app.register(responseHeadersPlugin, { headers });
   // Before versioning: a request HTTP itself refuses is refused whatever version it asks for.

@@ -1,4 +1,4 @@
-import { createPrivateKey, randomBytes, X509Certificate } from 'node:crypto';
+import { createPrivateKey, type KeyObject, randomBytes, X509Certificate } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { isIP } from 'node:net';
 import { type ParseArgsConfig, parseArgs } from 'node:util';
@@ -199,15 +199,19 @@ export function readAdminToken(path: string): string {
 
 const PEM_CERTIFICATE = /-----BEGIN CERTIFICATE-----[^-]+-----END CERTIFICATE-----/g;
 
-/** The certificates of a PEM file, the first one first: none is an Error. */
-function pemCertificates(path: string): X509Certificate[] {
-  const blocks = readText(path).match(PEM_CERTIFICATE) ?? [];
+/** The certificates of a PEM text, the first one first: none is an Error. */
+function certificatesOf(text: string): X509Certificate[] {
+  const blocks = text.match(PEM_CERTIFICATE) ?? [];
   try {
     if (blocks.length === 0) throw new Error('no certificate');
     return blocks.map((block) => new X509Certificate(block));
   } catch {
     throw new Error('is not a PEM file of certificates (-----BEGIN CERTIFICATE-----)');
   }
+}
+
+function pemCertificates(path: string): X509Certificate[] {
+  return certificatesOf(readText(path));
 }
 
 function certificateFile(path: string): string {
@@ -220,8 +224,8 @@ function privateKeyFile(path: string): string {
   return path;
 }
 
-function privateKey(path: string) {
-  const text = readText(path);
+/** The private key of a PEM text; an encrypted or unreadable one is an Error. */
+function privateKeyOf(text: string): KeyObject {
   try {
     return createPrivateKey(text);
   } catch {
@@ -231,6 +235,10 @@ function privateKey(path: string) {
         : 'is not a PEM private key (-----BEGIN PRIVATE KEY-----)',
     );
   }
+}
+
+function privateKey(path: string): KeyObject {
+  return privateKeyOf(readText(path));
 }
 
 /** A name to check in the server's certificate and send as SNI: a DNS name, never an address. */
@@ -483,6 +491,26 @@ export const SETTINGS = {
     // kept-alive connection just as the balancer sends a request on it (Fastify's own default).
     default: 72_000,
     parse: integer(1, 2 ** 31 - 1),
+  }),
+  http2: setting({
+    env: 'HTTP2',
+    help: 'true, false, 1 or 0, in any case: HTTP/2 beside HTTP/1.1 on the same port, with prior knowledge (h2c) in cleartext, or offered by ALPN (h2, http/1.1) with TLS_CERT_FILE',
+    default: false,
+    parse: boolean,
+  }),
+  /** With TLS_KEY_FILE, the port serves HTTPS only; both are read again on SIGHUP and when they change. */
+  tlsCertFile: setting<string | null>({
+    env: 'TLS_CERT_FILE',
+    help: 'a PEM file of the server certificate, its chain after it, with TLS_KEY_FILE: the port serves HTTPS only, TLS 1.2 and 1.3; read again on SIGHUP and within seconds of a change',
+    default: null,
+    defaultText: 'unset: cleartext HTTP',
+    parse: certificateFile,
+  }),
+  tlsKeyFile: setting<string | null>({
+    env: 'TLS_KEY_FILE',
+    help: 'a PEM file of the unencrypted private key of TLS_CERT_FILE',
+    default: null,
+    parse: privateKeyFile,
   }),
   metricsEnabled: setting({
     env: 'METRICS_ENABLED',
@@ -792,9 +820,72 @@ export function loadConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Con
       `invalid HEADERS_TIMEOUT_MS ${headersTimeoutMs}: must not be more than REQUEST_TIMEOUT_MS (${requestTimeoutMs})`,
     );
   }
+  const { tlsCertFile, tlsKeyFile } = config as unknown as Config;
+  const tlsPair = keyPairError('tlsCertFile', 'tlsKeyFile', tlsCertFile, tlsKeyFile);
+  if (tlsPair !== null) throw tlsPair;
   checkRedisSettings(config as unknown as Config, given);
   checkFaultSettings(given);
   return config as unknown as Config;
+}
+
+/** A setting of SETTINGS that names a file, refused: one line naming the setting and the file. */
+function invalidFile(key: keyof Config, path: string, message: string): ConfigError {
+  return new ConfigError(`invalid ${SETTINGS[key].env} ${JSON.stringify(path)}: ${message}`);
+}
+
+/**
+ * Why a certificate file and a key file, set as `certKey` and `keyKey`, do not make a pair: one set
+ * without the other, or a key that is not the certificate's (its first, the others being its
+ * chain). Null when they do, or when neither is set.
+ */
+function keyPairError(
+  certKey: keyof Config,
+  keyKey: keyof Config,
+  certFile: string | null,
+  keyFile: string | null,
+): ConfigError | null {
+  const [certName, keyName] = [SETTINGS[certKey].env, SETTINGS[keyKey].env];
+  if (certFile === null && keyFile === null) return null;
+  if (certFile === null)
+    return new ConfigError(`invalid ${keyName}: needs ${certName}, the certificate it is the key of`);
+  if (keyFile === null) return new ConfigError(`invalid ${certName}: needs ${keyName}, the key of the certificate`);
+  if (pemCertificates(certFile)[0]?.checkPrivateKey(privateKey(keyFile)) === true) return null;
+  return invalidFile(keyKey, keyFile, `is not the key of the certificate in ${certName} ${JSON.stringify(certFile)}`);
+}
+
+/** The server's certificate (its chain after it) and key, as read from TLS_CERT_FILE and TLS_KEY_FILE. */
+export interface TlsKeyPair {
+  cert: string;
+  key: string;
+  /** The server's own certificate, the first of the file. */
+  certificate: X509Certificate;
+}
+
+/**
+ * Reads TLS_CERT_FILE and TLS_KEY_FILE as the server uses them, checked as at start: each a PEM
+ * file that can be read, the key the certificate's. Throws a ConfigError naming the setting at fault.
+ */
+export function readTlsKeyPair(certFile: string, keyFile: string): TlsKeyPair {
+  // Each file read once, so that what is checked is what is served, even while the files change.
+  const read = <T>(key: 'tlsCertFile' | 'tlsKeyFile', path: string, parse: (text: string) => T) => {
+    try {
+      const text = readText(path);
+      return { text, parsed: parse(text) };
+    } catch (error) {
+      throw invalidFile(key, path, (error as Error).message);
+    }
+  };
+  const cert = read('tlsCertFile', certFile, certificatesOf);
+  const key = read('tlsKeyFile', keyFile, privateKeyOf);
+  const [certificate] = cert.parsed;
+  if (certificate === undefined || !certificate.checkPrivateKey(key.parsed)) {
+    throw invalidFile(
+      'tlsKeyFile',
+      keyFile,
+      `is not the key of the certificate in TLS_CERT_FILE ${JSON.stringify(certFile)}`,
+    );
+  }
+  return { cert: cert.text, key: key.text, certificate };
 }
 
 /** Settings that only mean something with Redis, and those only with Sentinel. */
@@ -875,19 +966,8 @@ function checkRedisSettings(config: Config, given: ReadonlySet<keyof Config>): v
       if (given.has(key)) throw invalid(key, 'TLS is off: turn it on with rediss:// or REDIS_TLS=true');
     }
   }
-  const { redisTlsCertFile: certFile, redisTlsKeyFile: keyFile } = config;
-  if ((certFile === null) !== (keyFile === null)) {
-    throw certFile === null
-      ? invalid('redisTlsKeyFile', 'needs REDIS_TLS_CERT_FILE, the certificate it is the key of')
-      : invalid('redisTlsCertFile', 'needs REDIS_TLS_KEY_FILE, the key of the certificate');
-  }
-  if (certFile !== null && keyFile !== null && !pemCertificates(certFile)[0]?.checkPrivateKey(privateKey(keyFile))) {
-    throw invalid(
-      'redisTlsKeyFile',
-      `is not the key of the certificate in REDIS_TLS_CERT_FILE ${JSON.stringify(certFile)}`,
-      keyFile,
-    );
-  }
+  const keyPair = keyPairError('redisTlsCertFile', 'redisTlsKeyFile', config.redisTlsCertFile, config.redisTlsKeyFile);
+  if (keyPair !== null) throw keyPair;
   if (config.redisClusterNodes !== null && /[{}]/.test(config.redisKeyPrefix)) {
     throw invalid(
       'redisKeyPrefix',

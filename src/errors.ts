@@ -93,7 +93,7 @@ const DESCRIPTIONS = {
   431: 'The request’s headers are larger than the server’s limit (`REQUEST_HEADER_FIELDS_TOO_LARGE`); the connection closes.',
   500: 'Unexpected failure (`INTERNAL_ERROR`); the message is generic and `details` empty.',
   503: 'Shutting down, a dependency is unavailable, or too many writes at once (`SERVICE_UNAVAILABLE`); try again.',
-  505: 'The request is in a major version of HTTP other than 1 (`HTTP_VERSION_NOT_SUPPORTED`); the connection closes.',
+  505: 'The request line names a major version of HTTP other than 1, or is the HTTP/2 preface while HTTP/2 is off (`HTTP_VERSION_NOT_SUPPORTED`); the connection closes.',
 } as const;
 export type DocumentedStatus = keyof typeof DESCRIPTIONS;
 

@@ -89,7 +89,17 @@ export async function main(argv: readonly string[]): Promise<void> {
 
   // Loaded only once the configuration is known to be good, so a bad one fails fast.
   const { buildApp } = await import('./app.js');
-  app = await buildApp(config, { logStream: logs.stream });
+  try {
+    app = await buildApp(config, { logStream: logs.stream });
+  } catch (error) {
+    // The TLS files read again, changed since the configuration was checked.
+    if (!(error instanceof ConfigError)) throw error;
+    refuse(error);
+    return;
+  }
+  // SIGHUP asks for the certificate files to be read again; without TLS it ends the process, as by default.
+  const { reloadCertificate } = app;
+  if (reloadCertificate !== undefined) process.on('SIGHUP', () => reloadCertificate());
   try {
     await app.listen({ port: config.port, host: config.host });
   } catch (error) {

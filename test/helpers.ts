@@ -1,4 +1,6 @@
 import assert from 'node:assert/strict';
+import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http';
+import { type ClientHttp2Session, connect as connectHttp2, type IncomingHttpStatusHeader } from 'node:http2';
 import { connect } from 'node:net';
 import { Writable } from 'node:stream';
 import type { FastifyInstance } from 'fastify';
@@ -33,6 +35,26 @@ export class LogCapture extends Writable {
       .filter((line) => line.level === 40)
       .map((line) => line.msg);
   }
+}
+
+/** An app listening on a free loopback port, with its log lines captured. */
+export interface ListeningApp {
+  app: FastifyInstance;
+  port: number;
+  origin: string;
+  logs: LogCapture;
+}
+
+/** The service listening on a free loopback port, with its log lines captured, and routes of the test's own. */
+export async function listening(
+  overrides: Partial<Config> = {},
+  routes: (app: FastifyInstance) => void = () => {},
+): Promise<ListeningApp> {
+  const logs = new LogCapture();
+  const app = await buildApp(testConfig({ logLevel: 'info', ...overrides }), { logStream: logs });
+  routes(app);
+  const origin = await app.listen({ host: '127.0.0.1', port: 0 });
+  return { app, port: (app.server.address() as { port: number }).port, origin, logs };
 }
 
 export interface TestResponse {
@@ -109,9 +131,66 @@ export async function httpClient(overrides: Partial<Config> = {}, options: AppOp
   };
 }
 
+/**
+ * One request over an HTTP/2 session (`http2://` and `https://` origins as `connect` takes them):
+ * the headers as given, lower-cased, the body as DATA frames.
+ */
+export function sendHttp2(
+  session: ClientHttp2Session,
+  { method = 'GET', path, headers = {}, body }: TestRequest,
+): Promise<TestResponse> {
+  return new Promise((resolve, reject) => {
+    const fields: OutgoingHttpHeaders = { ':method': method, ':path': path };
+    for (const [name, value] of Object.entries(headers)) fields[name.toLowerCase()] = value;
+    const stream = session.request(fields, { endStream: body === undefined });
+    const chunks: Buffer[] = [];
+    let head: IncomingHttpHeaders & IncomingHttpStatusHeader = {};
+    stream.on('response', (received) => {
+      head = received;
+    });
+    stream.on('data', (chunk: Buffer) => chunks.push(chunk));
+    stream.on('end', () => {
+      const { ':status': status, ...rest } = head;
+      resolve(response(Number(status), rest as TestResponse['headers'], Buffer.concat(chunks).toString('utf8')));
+    });
+    stream.on('error', reject);
+    if (body !== undefined) stream.end(body);
+  });
+}
+
+/**
+ * Requests over HTTP/2 with prior knowledge (h2c), on one session, to the service with HTTP2 on,
+ * listening on a free loopback port: the HTTP/1.1 answers and the HTTP/2 ones are held to the same
+ * tests and the same OpenAPI document.
+ */
+export async function http2Client(overrides: Partial<Config> = {}, options: AppOptions = {}): Promise<Client> {
+  const app = await buildApp(testConfig({ http2: true, ...overrides }), options);
+  const origin = await app.listen({ host: '127.0.0.1', port: 0 });
+  const conformance = await conformanceOf(app);
+  let session: ClientHttp2Session | undefined;
+  // A session the server ended (GOAWAY) is replaced, as a client would.
+  const open = () => {
+    if (session === undefined || session.closed || session.destroyed) session = connectHttp2(origin);
+    return session;
+  };
+  return {
+    app,
+    async send(request) {
+      const answer = await sendHttp2(open(), request);
+      conformance.check(request, answer);
+      return answer;
+    },
+    async close() {
+      session?.close();
+      await app.close();
+    },
+  };
+}
+
 export const transports = [
   ['inject', injectClient],
   ['http', httpClient],
+  ['http2', http2Client],
 ] as const;
 
 const UTC_TIMESTAMP = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;

@@ -6,8 +6,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { after, before, describe, it } from 'node:test';
-import { Client as HttpClient } from 'undici';
 import { assertEnvelope, parseRawResponse } from './helpers.js';
+import { assertNormalLatency, type Latency, measureLatency } from './latency.js';
 import { slowClient } from './raw-http.js';
 import { exitOf, killAllServers, type RunningServer, readLog, startServer } from './server-process.js';
 
@@ -34,61 +34,7 @@ const IDLE_CONNECTIONS = 400;
 /** Header flooders, each reconnecting at once: more would take the cores from everyone alike. */
 const FLOODERS = 5;
 
-interface Latency {
-  requests: number;
-  failures: string[];
-  p50: number;
-  p99: number;
-  max: number;
-}
-
-/**
- * A well-behaved client: sends GET /api/hello one after another on a kept-alive connection
- * until `until` settles, and reports how long each took.
- */
-async function measureLatency(origin: string, until: Promise<unknown>): Promise<Latency> {
-  const client = new HttpClient(origin);
-  let done = false;
-  void until.finally(() => {
-    done = true;
-  });
-  const times: number[] = [];
-  const failures: string[] = [];
-  try {
-    while (!done) {
-      const started = performance.now();
-      try {
-        const res = await client.request({ method: 'GET', path: '/api/hello' });
-        const text = await res.body.text();
-        if (res.statusCode !== 200) failures.push(`${res.statusCode} ${text}`);
-      } catch (error) {
-        failures.push(String(error));
-      }
-      times.push(performance.now() - started);
-    }
-  } finally {
-    await client.close();
-  }
-  times.sort((a, b) => a - b);
-  const at = (q: number) => times[Math.min(times.length - 1, Math.floor(q * times.length))] ?? Number.NaN;
-  return { requests: times.length, failures, p50: at(0.5), p99: at(0.99), max: times.at(-1) ?? Number.NaN };
-}
-
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
-const round = (ms: number) => Math.round(ms * 10) / 10;
-
-/**
- * Every request answered 200, with a p99 within five times the quiet one, or 200 ms: a blocked
- * server shows as seconds, while a test machine running other suites at once adds up to a hundred ms.
- */
-function assertNormalLatency(during: Latency, quiet: Latency): void {
-  const summary = `quiet: ${quiet.requests} requests, p50 ${round(quiet.p50)} ms, p99 ${round(quiet.p99)} ms; under attack: ${during.requests} requests, p50 ${round(during.p50)} ms, p99 ${round(during.p99)} ms, max ${round(during.max)} ms`;
-  console.log(`  latency of a well-behaved client: ${summary}`);
-  assert.deepEqual(during.failures, [], summary);
-  assert.ok(during.requests >= 50, `served too few requests meanwhile: ${summary}`);
-  assert.ok(during.p99 <= Math.max(5 * quiet.p99, 200), `latency under attack: ${summary}`);
-}
 
 /** The attacks all end the same way: the error envelope, and the connection closed by the server. */
 function assertCutOff(response: string, status: number, code: string): void {

@@ -1,10 +1,7 @@
 import assert from 'node:assert/strict';
 import { connect } from 'node:net';
 import { after, before, describe, it } from 'node:test';
-import type { FastifyInstance } from 'fastify';
-import { buildApp } from '../src/app.js';
-import type { Config } from '../src/config.js';
-import { assertEnvelope, LogCapture, testConfig } from './helpers.js';
+import { assertEnvelope, type ListeningApp, type LogCapture, listening } from './helpers.js';
 import { connectTo, type RawResponse, ResponseReader } from './raw-http.js';
 
 /**
@@ -29,21 +26,6 @@ function assertError(res: RawResponse, status: number, code: string, details: un
     API_SECURITY,
   );
   return error;
-}
-
-interface Server {
-  app: FastifyInstance;
-  port: number;
-  logs: LogCapture;
-}
-
-/** The service listening on a free loopback port, with its log lines captured, and routes of the test's own. */
-async function listening(overrides: Partial<Config> = {}, routes: (app: FastifyInstance) => void = () => {}) {
-  const logs = new LogCapture();
-  const app = await buildApp(testConfig({ logLevel: 'info', ...overrides }), { logStream: logs });
-  routes(app);
-  await app.listen({ host: '127.0.0.1', port: 0 });
-  return { app, port: (app.server.address() as { port: number }).port, logs };
 }
 
 /** Opens a connection, writes `bytes` in one go, and reads the answers in order. */
@@ -74,270 +56,281 @@ function clientErrorLine(logs: LogCapture, id: string) {
   return lines[0];
 }
 
-describe('answers Node would give by itself', () => {
-  let server: Server;
-  before(async () => {
-    server = await listening();
-  });
-  after(() => server.app.close());
-
-  it('answers an HTTP/1.1 request without Host with 400 VALIDATION_ERROR naming Host, and its request id', async () => {
-    const reader = await send(server.port, 'GET /api/hello HTTP/1.1\r\nX-Request-Id: no-host\r\n\r\n');
-    const res = await reader.next();
-    const error = assertError(res, 400, 'VALIDATION_ERROR', [
-      { field: 'Host', message: 'is required in HTTP/1.1', value: null },
-    ]);
-    assert.equal(error.request_id, 'no-host');
-    assert.equal(res.headers['api-version'], '1');
-    const line = server.logs.lines.find((l) => l.request_id === 'no-host');
-    assert.equal(line?.status, 400);
-    reader.socket.destroy();
-  });
-
-  it('serves an HTTP/1.0 request without Host, which HTTP/1.0 does not require', async () => {
-    const res = await lastAnswer(server.port, 'GET /api/hello HTTP/1.0\r\n\r\n');
-    assert.equal(res.status, 200);
-    assert.match(res.text, HELLO);
-  });
-
-  it('answers an Expect it cannot meet with 417 EXPECTATION_FAILED, and goes on serving the connection', async () => {
-    const reader = await send(
-      server.port,
-      'POST /api/echo HTTP/1.1\r\nHost: x\r\nExpect: bogus\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}' +
-        get('/api/hello'),
-    );
-    const res = await reader.next();
-    const error = assertError(res, 417, 'EXPECTATION_FAILED');
-    assert.equal(error.message, 'Expect: bogus cannot be met; the one expectation this service meets is 100-continue.');
-    const next = await reader.next();
-    assert.equal(next.status, 200);
-    assert.match(next.text, HELLO);
-    reader.socket.destroy();
-  });
-
-  it('still answers Expect: 100-continue with 100 Continue, then the answer', async () => {
-    const reader = await send(
-      server.port,
-      'POST /api/echo HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Type: application/json\r\nContent-Length: 8\r\n\r\n',
-    );
-    assert.equal((await reader.next()).status, 100);
-    reader.socket.write('{"a":1}\n');
-    const res = await reader.next();
-    assert.equal(res.status, 200);
-    assert.match(res.text, /^\{"received":\{"a":1\},"echo":true,"timestamp":"[^"]+"\}$/);
-    reader.socket.destroy();
-  });
-
-  it('answers CONNECT with 405 and Allow naming the methods the service takes, then closes', async () => {
-    const res = await lastAnswer(
-      server.port,
-      'CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\nX-Request-Id: tunnel-1\r\n\r\n',
-    );
-    const error = assertError(res, 405, 'METHOD_NOT_ALLOWED');
-    assert.equal(res.headers.allow, 'GET, HEAD, POST, PUT, PATCH');
-    assert.equal(error.message, 'CONNECT is not allowed here; allowed: GET, HEAD, POST, PUT, PATCH.');
-    assert.equal(error.request_id, 'tunnel-1');
-    const line = clientErrorLine(server.logs, 'tunnel-1');
-    assert.deepEqual([line?.msg, line?.status, line?.reason], ['client error', 405, 'CONNECT']);
-  });
-
-  it('answers a request to switch protocols as usual, then closes: what follows it would go unread', async () => {
-    const upgrade = 'GET /api/hello HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n';
-    const res = await lastAnswer(server.port, upgrade + get('/healthz'));
-    assert.equal(res.status, 200);
-    assert.match(res.text, HELLO);
-  });
-
-  it('answers an HTTP/2 connection preface and other major versions with 505 HTTP_VERSION_NOT_SUPPORTED', async () => {
-    for (const bytes of [
-      'PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n',
-      get('/api/hello').replace('HTTP/1.1', 'HTTP/2.0'),
-      get('/api/hello').replace('HTTP/1.1', 'HTTP/3.0'),
-      'GET /api/hello\r\n\r\n', // HTTP/0.9
-    ]) {
-      const error = assertError(await lastAnswer(server.port, bytes), 505, 'HTTP_VERSION_NOT_SUPPORTED');
-      assert.equal(error.message, 'Only HTTP/1.0 and HTTP/1.1 are supported.', JSON.stringify(bytes));
-    }
-  });
-
-  it('answers bytes that are not HTTP/1.x with 400 BAD_REQUEST: TLS, a malformed version, smuggling shapes', async () => {
-    const clientHello = Buffer.from('16030100a5010000a10303', 'hex');
-    for (const bytes of [
-      clientHello,
-      get('/api/hello').replace('HTTP/1.1', 'HTTP/1.x'),
-      get('/api/hello').replace('HTTP/1.1', 'HTTP/1.2'),
-      'POST /api/echo HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n',
-      'POST /api/echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nContent-Length: 2\r\n\r\n0\r\n\r\n',
-      'POST /api/echo HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n{}',
-      'POST /api/echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n',
-    ]) {
-      const res = await lastAnswer(server.port, bytes);
-      const error = assertError(res, 400, 'BAD_REQUEST');
-      assert.match(error.request_id, ID);
-      const line = clientErrorLine(server.logs, error.request_id);
-      assert.deepEqual([line?.msg, line?.status], ['client error', 400]);
-    }
-  });
-
-  it('answers a request line over the header limit with 431', async () => {
-    const res = await lastAnswer(server.port, get(`/api/hello/${'a'.repeat(20_000)}`));
-    assertError(res, 431, 'REQUEST_HEADER_FIELDS_TOO_LARGE');
-  });
-});
-
-describe('fields that must not repeat', () => {
-  let server: Server;
-  before(async () => {
-    server = await listening();
-  });
-  after(() => server.app.close());
-
-  const echo = (headers: string) =>
-    `POST /api/echo HTTP/1.1\r\n${headers}Content-Length: 2\r\nX-Request-Id: twice\r\n\r\n{}`;
-
-  it('answers two Host fields with 400 VALIDATION_ERROR, with the values as sent', async () => {
-    const reader = await send(server.port, get('/api/hello', 'Host: a.example\r\nhost: b.example\r\n'));
-    assertError(await reader.next(), 400, 'VALIDATION_ERROR', [
-      { field: 'Host', message: 'must be given once', value: ['a.example', 'b.example'] },
-    ]);
-    reader.socket.destroy();
-  });
-
-  it('answers two Content-Type fields with 400, and each field repeated at once', async () => {
-    const reader = await send(
-      server.port,
-      echo('Host: x\r\nContent-Type: application/json\r\nContent-Type: text/plain\r\n') +
-        echo('Host: x\r\nHost: x\r\nContent-Type: application/json\r\nContent-Type: application/json\r\n'),
-    );
-    const error = assertError(await reader.next(), 400, 'VALIDATION_ERROR', [
-      { field: 'Content-Type', message: 'must be given once', value: ['application/json', 'text/plain'] },
-    ]);
-    assert.equal(error.request_id, 'twice');
-    assertError(await reader.next(), 400, 'VALIDATION_ERROR', [
-      { field: 'Host', message: 'must be given once', value: ['x', 'x'] },
-      { field: 'Content-Type', message: 'must be given once', value: ['application/json', 'application/json'] },
-    ]);
-    reader.socket.destroy();
-  });
-
-  it('takes a Content-Type given once with a comma in a quoted parameter', async () => {
-    const reader = await send(server.port, echo('Host: x\r\nContent-Type: application/json; x="a,b"\r\n'));
-    const res = await reader.next();
-    assert.equal(res.status, 200, res.text);
-    reader.socket.destroy();
-  });
-
-  it('reads a repeated X-Request-Id as one joined value, not a token, so the answer gets a new id', async () => {
-    const reader = await send(server.port, get('/api/hello', 'Host: x\r\nX-Request-Id: a\r\nX-Request-Id: b\r\n'));
-    const res = await reader.next();
-    assert.equal(res.status, 200);
-    assert.match(res.headers['x-request-id'] ?? '', ID);
-    reader.socket.destroy();
-  });
-});
-
-describe('an error after pipelined requests', () => {
-  let server: Server;
-  let released: () => void = () => {};
-  before(async () => {
-    server = await listening({}, (app) => {
-      app.get('/slow', async () => {
-        await new Promise((resolve) => setTimeout(resolve, 200));
-        return { slow: true };
-      });
-      app.post('/held', async () => {
-        await new Promise<void>((resolve) => {
-          released = resolve;
-        });
-        return { held: true };
-      });
+// With HTTP2=true the port takes HTTP/1.1 through the preface's read-ahead: the same answers, byte for byte.
+for (const http2 of [false, true]) {
+  const mode = http2 ? ' (HTTP2=true)' : '';
+  describe(`answers Node would give by itself${mode}`, () => {
+    let server: ListeningApp;
+    before(async () => {
+      server = await listening({ http2 });
     });
-  });
-  after(() => server.app.close());
+    after(() => server.app.close());
 
-  it('answers the valid requests first, in order, then the 400, then closes', async () => {
-    const reader = await send(server.port, `${get('/api/hello')}${get('/healthz')}GARBAGE\r\n\r\n`);
-    const first = await reader.next();
-    assert.equal(first.status, 200);
-    assert.match(first.text, HELLO);
-    const second = await reader.next();
-    assert.equal(second.status, 200);
-    assert.equal(second.text, '{"status":"ok"}');
-    const error = assertError(await reader.next(), 400, 'BAD_REQUEST');
-    assert.equal(clientErrorLine(server.logs, error.request_id)?.reason, 'HPE_INVALID_METHOD');
-    await reader.closed();
-  });
-
-  it('waits for a slow answer before the 400', async () => {
-    const reader = await send(server.port, `${get('/slow')}${get('/api/hello')}\x01\r\n\r\n`);
-    assert.equal((await reader.next()).text, '{"slow":true}');
-    assert.match((await reader.next()).text, HELLO);
-    const error = assertError(await reader.next(), 400, 'BAD_REQUEST');
-    assert.equal(error.message, 'Bad Request.');
-    await reader.closed();
-  });
-
-  it('answers a CONNECT after pipelined requests after their answers', async () => {
-    const reader = await send(
-      server.port,
-      `${get('/slow')}${get('/healthz')}CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n`,
-    );
-    assert.equal((await reader.next()).text, '{"slow":true}');
-    assert.equal((await reader.next()).text, '{"status":"ok"}');
-    const res = await reader.next();
-    assertError(res, 405, 'METHOD_NOT_ALLOWED');
-    assert.equal(res.headers.connection, 'close');
-    await reader.closed();
-  });
-
-  it('answers a malformed chunked body at once, without waiting for the request it belongs to', async () => {
-    const reader = await send(
-      server.port,
-      'POST /held HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n',
-    );
-    const res = await reader.next(2_000);
-    assertError(res, 400, 'BAD_REQUEST');
-    assert.equal(res.headers.connection, 'close');
-    await reader.closed();
-    released();
-  });
-});
-
-describe('connections left open, with a short REQUEST_TIMEOUT_MS', () => {
-  const REQUEST_TIMEOUT_MS = 500;
-  let server: Server;
-  before(async () => {
-    server = await listening({ requestTimeoutMs: REQUEST_TIMEOUT_MS, headersTimeoutMs: REQUEST_TIMEOUT_MS }, (app) => {
-      app.get('/never', () => new Promise(() => {}));
+    it('answers an HTTP/1.1 request without Host with 400 VALIDATION_ERROR naming Host, and its request id', async () => {
+      const reader = await send(server.port, 'GET /api/hello HTTP/1.1\r\nX-Request-Id: no-host\r\n\r\n');
+      const res = await reader.next();
+      const error = assertError(res, 400, 'VALIDATION_ERROR', [
+        { field: 'Host', message: 'is required in HTTP/1.1', value: null },
+      ]);
+      assert.equal(error.request_id, 'no-host');
+      assert.equal(res.headers['api-version'], '1');
+      const line = server.logs.lines.find((l) => l.request_id === 'no-host');
+      assert.equal(line?.status, 400);
+      reader.socket.destroy();
     });
-  });
-  after(() => server.app.close());
 
-  it('drops the connection after an error that waits on an answer that never comes, once REQUEST_TIMEOUT_MS is out', async () => {
-    const started = performance.now();
-    const reader = await send(server.port, `${get('/never')}GARBAGE\r\n\r\n`);
-    await reader.closed(REQUEST_TIMEOUT_MS + 3_000);
-    const elapsed = performance.now() - started;
-    assert.ok(elapsed >= REQUEST_TIMEOUT_MS - 50, `closed after ${elapsed} ms`);
-  });
+    it('serves an HTTP/1.0 request without Host, which HTTP/1.0 does not require', async () => {
+      const res = await lastAnswer(server.port, 'GET /api/hello HTTP/1.0\r\n\r\n');
+      assert.equal(res.status, 200);
+      assert.match(res.text, HELLO);
+    });
 
-  it('closes a connection whose client keeps it open after the answer to its CONNECT, once idle', async () => {
-    const started = performance.now();
-    const socket = connect({ port: server.port, host: '127.0.0.1', allowHalfOpen: true });
-    const reader = new ResponseReader(socket);
-    socket.write('CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n');
-    assertError(await reader.next(), 405, 'METHOD_NOT_ALLOWED');
-    // Half-open, the client cannot see the server's side close: the server's count of connections shows it.
-    const connections = () =>
-      new Promise<number>((resolve, reject) =>
-        server.app.server.getConnections((error, count) => (error ? reject(error) : resolve(count))),
+    it('answers an Expect it cannot meet with 417 EXPECTATION_FAILED, and goes on serving the connection', async () => {
+      const reader = await send(
+        server.port,
+        'POST /api/echo HTTP/1.1\r\nHost: x\r\nExpect: bogus\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}' +
+          get('/api/hello'),
       );
-    while ((await connections()) > 0) {
-      assert.ok(performance.now() - started < REQUEST_TIMEOUT_MS + 3_000, 'the connection is still open');
-      await new Promise((resolve) => setTimeout(resolve, 50));
-    }
-    const elapsed = performance.now() - started;
-    assert.ok(elapsed >= REQUEST_TIMEOUT_MS - 50, `closed after ${elapsed} ms`);
-    socket.destroy();
+      const res = await reader.next();
+      const error = assertError(res, 417, 'EXPECTATION_FAILED');
+      assert.equal(
+        error.message,
+        'Expect: bogus cannot be met; the one expectation this service meets is 100-continue.',
+      );
+      const next = await reader.next();
+      assert.equal(next.status, 200);
+      assert.match(next.text, HELLO);
+      reader.socket.destroy();
+    });
+
+    it('still answers Expect: 100-continue with 100 Continue, then the answer', async () => {
+      const reader = await send(
+        server.port,
+        'POST /api/echo HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Type: application/json\r\nContent-Length: 8\r\n\r\n',
+      );
+      assert.equal((await reader.next()).status, 100);
+      reader.socket.write('{"a":1}\n');
+      const res = await reader.next();
+      assert.equal(res.status, 200);
+      assert.match(res.text, /^\{"received":\{"a":1\},"echo":true,"timestamp":"[^"]+"\}$/);
+      reader.socket.destroy();
+    });
+
+    it('answers CONNECT with 405 and Allow naming the methods the service takes, then closes', async () => {
+      const res = await lastAnswer(
+        server.port,
+        'CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\nX-Request-Id: tunnel-1\r\n\r\n',
+      );
+      const error = assertError(res, 405, 'METHOD_NOT_ALLOWED');
+      assert.equal(res.headers.allow, 'GET, HEAD, POST, PUT, PATCH');
+      assert.equal(error.message, 'CONNECT is not allowed here; allowed: GET, HEAD, POST, PUT, PATCH.');
+      assert.equal(error.request_id, 'tunnel-1');
+      const line = clientErrorLine(server.logs, 'tunnel-1');
+      assert.deepEqual([line?.msg, line?.status, line?.reason], ['client error', 405, 'CONNECT']);
+    });
+
+    it('answers a request to switch protocols as usual, then closes: what follows it would go unread', async () => {
+      const upgrade = 'GET /api/hello HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n';
+      const res = await lastAnswer(server.port, upgrade + get('/healthz'));
+      assert.equal(res.status, 200);
+      assert.match(res.text, HELLO);
+    });
+
+    it('answers an HTTP/2 connection preface and other major versions with 505 HTTP_VERSION_NOT_SUPPORTED', async () => {
+      for (const bytes of [
+        // With HTTP2=true the preface opens an HTTP/2 connection (test/http/http2.test.ts).
+        ...(http2 ? [] : ['PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n']),
+        get('/api/hello').replace('HTTP/1.1', 'HTTP/2.0'),
+        get('/api/hello').replace('HTTP/1.1', 'HTTP/3.0'),
+        'GET /api/hello\r\n\r\n', // HTTP/0.9
+      ]) {
+        const error = assertError(await lastAnswer(server.port, bytes), 505, 'HTTP_VERSION_NOT_SUPPORTED');
+        assert.equal(error.message, 'Only HTTP/1.0 and HTTP/1.1 are supported.', JSON.stringify(bytes));
+      }
+    });
+
+    it('answers bytes that are not HTTP/1.x with 400 BAD_REQUEST: TLS, a malformed version, smuggling shapes', async () => {
+      const clientHello = Buffer.from('16030100a5010000a10303', 'hex');
+      for (const bytes of [
+        clientHello,
+        get('/api/hello').replace('HTTP/1.1', 'HTTP/1.x'),
+        get('/api/hello').replace('HTTP/1.1', 'HTTP/1.2'),
+        'POST /api/echo HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n',
+        'POST /api/echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nContent-Length: 2\r\n\r\n0\r\n\r\n',
+        'POST /api/echo HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n{}',
+        'POST /api/echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n',
+      ]) {
+        const res = await lastAnswer(server.port, bytes);
+        const error = assertError(res, 400, 'BAD_REQUEST');
+        assert.match(error.request_id, ID);
+        const line = clientErrorLine(server.logs, error.request_id);
+        assert.deepEqual([line?.msg, line?.status], ['client error', 400]);
+      }
+    });
+
+    it('answers a request line over the header limit with 431', async () => {
+      const res = await lastAnswer(server.port, get(`/api/hello/${'a'.repeat(20_000)}`));
+      assertError(res, 431, 'REQUEST_HEADER_FIELDS_TOO_LARGE');
+    });
   });
-});
+
+  describe(`fields that must not repeat${mode}`, () => {
+    let server: ListeningApp;
+    before(async () => {
+      server = await listening({ http2 });
+    });
+    after(() => server.app.close());
+
+    const echo = (headers: string) =>
+      `POST /api/echo HTTP/1.1\r\n${headers}Content-Length: 2\r\nX-Request-Id: twice\r\n\r\n{}`;
+
+    it('answers two Host fields with 400 VALIDATION_ERROR, with the values as sent', async () => {
+      const reader = await send(server.port, get('/api/hello', 'Host: a.example\r\nhost: b.example\r\n'));
+      assertError(await reader.next(), 400, 'VALIDATION_ERROR', [
+        { field: 'Host', message: 'must be given once', value: ['a.example', 'b.example'] },
+      ]);
+      reader.socket.destroy();
+    });
+
+    it('answers two Content-Type fields with 400, and each field repeated at once', async () => {
+      const reader = await send(
+        server.port,
+        echo('Host: x\r\nContent-Type: application/json\r\nContent-Type: text/plain\r\n') +
+          echo('Host: x\r\nHost: x\r\nContent-Type: application/json\r\nContent-Type: application/json\r\n'),
+      );
+      const error = assertError(await reader.next(), 400, 'VALIDATION_ERROR', [
+        { field: 'Content-Type', message: 'must be given once', value: ['application/json', 'text/plain'] },
+      ]);
+      assert.equal(error.request_id, 'twice');
+      assertError(await reader.next(), 400, 'VALIDATION_ERROR', [
+        { field: 'Host', message: 'must be given once', value: ['x', 'x'] },
+        { field: 'Content-Type', message: 'must be given once', value: ['application/json', 'application/json'] },
+      ]);
+      reader.socket.destroy();
+    });
+
+    it('takes a Content-Type given once with a comma in a quoted parameter', async () => {
+      const reader = await send(server.port, echo('Host: x\r\nContent-Type: application/json; x="a,b"\r\n'));
+      const res = await reader.next();
+      assert.equal(res.status, 200, res.text);
+      reader.socket.destroy();
+    });
+
+    it('reads a repeated X-Request-Id as one joined value, not a token, so the answer gets a new id', async () => {
+      const reader = await send(server.port, get('/api/hello', 'Host: x\r\nX-Request-Id: a\r\nX-Request-Id: b\r\n'));
+      const res = await reader.next();
+      assert.equal(res.status, 200);
+      assert.match(res.headers['x-request-id'] ?? '', ID);
+      reader.socket.destroy();
+    });
+  });
+
+  describe(`an error after pipelined requests${mode}`, () => {
+    let server: ListeningApp;
+    let released: () => void = () => {};
+    before(async () => {
+      server = await listening({ http2 }, (app) => {
+        app.get('/slow', async () => {
+          await new Promise((resolve) => setTimeout(resolve, 200));
+          return { slow: true };
+        });
+        app.post('/held', async () => {
+          await new Promise<void>((resolve) => {
+            released = resolve;
+          });
+          return { held: true };
+        });
+      });
+    });
+    after(() => server.app.close());
+
+    it('answers the valid requests first, in order, then the 400, then closes', async () => {
+      const reader = await send(server.port, `${get('/api/hello')}${get('/healthz')}GARBAGE\r\n\r\n`);
+      const first = await reader.next();
+      assert.equal(first.status, 200);
+      assert.match(first.text, HELLO);
+      const second = await reader.next();
+      assert.equal(second.status, 200);
+      assert.equal(second.text, '{"status":"ok"}');
+      const error = assertError(await reader.next(), 400, 'BAD_REQUEST');
+      assert.equal(clientErrorLine(server.logs, error.request_id)?.reason, 'HPE_INVALID_METHOD');
+      await reader.closed();
+    });
+
+    it('waits for a slow answer before the 400', async () => {
+      const reader = await send(server.port, `${get('/slow')}${get('/api/hello')}\x01\r\n\r\n`);
+      assert.equal((await reader.next()).text, '{"slow":true}');
+      assert.match((await reader.next()).text, HELLO);
+      const error = assertError(await reader.next(), 400, 'BAD_REQUEST');
+      assert.equal(error.message, 'Bad Request.');
+      await reader.closed();
+    });
+
+    it('answers a CONNECT after pipelined requests after their answers', async () => {
+      const reader = await send(
+        server.port,
+        `${get('/slow')}${get('/healthz')}CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n`,
+      );
+      assert.equal((await reader.next()).text, '{"slow":true}');
+      assert.equal((await reader.next()).text, '{"status":"ok"}');
+      const res = await reader.next();
+      assertError(res, 405, 'METHOD_NOT_ALLOWED');
+      assert.equal(res.headers.connection, 'close');
+      await reader.closed();
+    });
+
+    it('answers a malformed chunked body at once, without waiting for the request it belongs to', async () => {
+      const reader = await send(
+        server.port,
+        'POST /held HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n',
+      );
+      const res = await reader.next(2_000);
+      assertError(res, 400, 'BAD_REQUEST');
+      assert.equal(res.headers.connection, 'close');
+      await reader.closed();
+      released();
+    });
+  });
+
+  describe(`connections left open, with a short REQUEST_TIMEOUT_MS${mode}`, () => {
+    const REQUEST_TIMEOUT_MS = 500;
+    let server: ListeningApp;
+    before(async () => {
+      server = await listening(
+        { http2, requestTimeoutMs: REQUEST_TIMEOUT_MS, headersTimeoutMs: REQUEST_TIMEOUT_MS },
+        (app) => {
+          app.get('/never', () => new Promise(() => {}));
+        },
+      );
+    });
+    after(() => server.app.close());
+
+    it('drops the connection after an error that waits on an answer that never comes, once REQUEST_TIMEOUT_MS is out', async () => {
+      const started = performance.now();
+      const reader = await send(server.port, `${get('/never')}GARBAGE\r\n\r\n`);
+      await reader.closed(REQUEST_TIMEOUT_MS + 3_000);
+      const elapsed = performance.now() - started;
+      assert.ok(elapsed >= REQUEST_TIMEOUT_MS - 50, `closed after ${elapsed} ms`);
+    });
+
+    it('closes a connection whose client keeps it open after the answer to its CONNECT, once idle', async () => {
+      const started = performance.now();
+      const socket = connect({ port: server.port, host: '127.0.0.1', allowHalfOpen: true });
+      const reader = new ResponseReader(socket);
+      socket.write('CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n');
+      assertError(await reader.next(), 405, 'METHOD_NOT_ALLOWED');
+      // Half-open, the client cannot see the server's side close: the server's count of connections shows it.
+      const connections = () =>
+        new Promise<number>((resolve, reject) =>
+          server.app.server.getConnections((error, count) => (error ? reject(error) : resolve(count))),
+        );
+      while ((await connections()) > 0) {
+        assert.ok(performance.now() - started < REQUEST_TIMEOUT_MS + 3_000, 'the connection is still open');
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      }
+      const elapsed = performance.now() - started;
+      assert.ok(elapsed >= REQUEST_TIMEOUT_MS - 50, `closed after ${elapsed} ms`);
+      socket.destroy();
+    });
+  });
+}

@@ -48,7 +48,7 @@ export interface RunningServer extends ServerProcess {
 /** Every child started, for killAllServers. */
 const children = new Set<ServerProcess>();
 
-const LISTENING = /^Server listening at http:\/\/127\.0\.0\.1:(\d+)$/;
+const LISTENING = /^Server listening at https?:\/\/127\.0\.0\.1:(\d+)$/;
 
 export interface SpawnOptions {
   /**

@@ -656,6 +656,18 @@ describe('server process (dist/server.js)', { concurrency: 4 }, () => {
         env: { ADMIN_TOKEN_FILE: '/dev/null' },
         names: 'invalid ADMIN_TOKEN_FILE "/dev/null": is empty',
       },
+      // HTTPS and HTTP/2: the certificate files are read and checked at start.
+      { name: 'HTTP2=yes', env: { HTTP2: 'yes' }, names: 'invalid HTTP2 "yes": must be true, false, 1 or 0' },
+      {
+        name: 'TLS_CERT_FILE that is no PEM',
+        env: { TLS_CERT_FILE: `${ROOT}package.json`, TLS_KEY_FILE: `${ROOT}package.json` },
+        names: `invalid TLS_CERT_FILE "${ROOT}package.json": is not a PEM file of certificates`,
+      },
+      {
+        name: 'TLS_KEY_FILE that cannot be read',
+        env: { TLS_KEY_FILE: '/nonexistent/tls.key' },
+        names: 'invalid TLS_KEY_FILE "/nonexistent/tls.key": cannot be read (ENOENT)',
+      },
       // Node runs in UTC for a zone it cannot read, without a word.
       { name: 'TZ=Invalid/Zone', env: { TZ: 'Invalid/Zone' }, names: 'invalid TZ "Invalid/Zone"' },
       { name: 'TZ=asia/kolkata', env: { TZ: 'asia/kolkata' }, names: 'invalid TZ "asia/kolkata"' },

@@ -81,6 +81,12 @@ export interface ClientOptions {
   baseUrl: string | URL;
   /** The `fetch` to send with; the platform's by default. */
   fetch?: typeof fetch;
+  /**
+   * On Node.js, an undici dispatcher that every request is sent through, given to `fetch` as its
+   * `dispatcher`: `new Agent({ allowH2: true })` for HTTP/2 over TLS (h2 by ALPN), `new H2CClient(url)`
+   * for HTTP/2 with prior knowledge (h2c). Browsers choose the protocol themselves.
+   */
+  dispatcher?: object;
   /** Headers sent with every request. */
   headers?: Readonly<Record<string, string>>;
   /** Retries of 429 and 503 answers; `false` for none. */
@@ -270,7 +276,12 @@ export function createClient(options: ClientOptions) {
     for (let attempt = 1; ; attempt++) {
       let response: Response;
       try {
-        response = await send(url, { method: request.method, headers, body, signal: request.signal });
+        const init = { method: request.method, headers, body, signal: request.signal };
+        // undici's own option, which the type of the platform's `fetch` names after its undici.
+        response = await send(
+          url,
+          options.dispatcher === undefined ? init : ({ ...init, dispatcher: options.dispatcher } as RequestInit),
+        );
       } catch (error) {
         throw new NetworkError(`${request.method} ${url.pathname} got no answer: ${(error as Error).message}`, {
           cause: error,

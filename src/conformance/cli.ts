@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { type CheckResult, GROUPS, type Report, runConformance, ToolError } from './index.js';
 
@@ -9,8 +10,8 @@ import { type CheckResult, GROUPS, type Report, runConformance, ToolError } from
 
 const USAGE = `Usage: greeting-service conformance <base-url> [options]
 
-Checks, over HTTP only, that the service at <base-url> keeps the interface specification and
-the contract. Read-only unless --write.
+Checks, over HTTP only (HTTP/1.1, or HTTP/2 with --http2), that the service at <base-url> keeps
+the interface specification and the contract. Read-only unless --write.
 
 Options:
   --write              also check profile writes (the profile found is restored afterwards)
@@ -24,6 +25,10 @@ Options:
   --timeout <s>        most seconds a request may take (default 10)
   --body-limit <bytes> the deployment's body limit (default 1048576)
   --origin <origin>    the Origin of the CORS checks (default https://conformance.example)
+  --http2              send every request over HTTP/2: with prior knowledge (h2c) for http://,
+                       by ALPN for https://; and run the http2 checks
+  --ca <file>          a PEM file of the CA certificates to trust for https:// (a private CA)
+  --insecure           trust any certificate of an https:// base URL
   -h, --help           this text
 
 Groups: ${GROUPS.join(', ')}
@@ -44,6 +49,19 @@ const list = (text: string | undefined) =>
         .split(',')
         .map((name) => name.trim())
         .filter((name) => name !== '');
+
+/** The CA file of --ca, or a ToolError saying why it cannot be used. */
+function readCa(path: string): string {
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch (error) {
+    throw new ToolError(`--ca ${path} cannot be read (${(error as NodeJS.ErrnoException).code ?? 'error'})`);
+  }
+  if (!text.includes('-----BEGIN CERTIFICATE-----'))
+    throw new ToolError(`--ca ${path} is not a PEM file of certificates`);
+  return text;
+}
 
 function line(result: CheckResult): string {
   const head = `${result.outcome.padEnd(4)}  ${result.id}  [${result.clause}]  ${result.title}`;
@@ -82,6 +100,9 @@ export async function conformanceMain(args: readonly string[]): Promise<number> 
         timeout: { type: 'string' },
         'body-limit': { type: 'string' },
         origin: { type: 'string' },
+        http2: { type: 'boolean' },
+        ca: { type: 'string' },
+        insecure: { type: 'boolean' },
         help: { type: 'boolean', short: 'h' },
       },
     });
@@ -107,6 +128,9 @@ export async function conformanceMain(args: readonly string[]): Promise<number> 
       ...(timeout !== undefined && { requestTimeoutMs: timeout * 1000 }),
       ...(values['body-limit'] !== undefined && { bodyLimit: positive('body-limit', values['body-limit']) }),
       ...(values.origin !== undefined && { origin: values.origin }),
+      ...(values.http2 === true && { http2: true }),
+      ...(values.ca !== undefined && { ca: readCa(values.ca) }),
+      ...(values.insecure === true && { insecure: true }),
       onCheckStart(check, index, total) {
         if (progress) err.write(`\r\x1b[K[${index + 1}/${total}] ${check.id}`);
       },

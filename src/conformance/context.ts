@@ -20,6 +20,7 @@ export const GROUPS = [
   'profile',
   'timeouts',
   'rate-limit',
+  'http2',
 ] as const;
 
 export type Group = (typeof GROUPS)[number];
@@ -30,8 +31,8 @@ export interface Check {
   /** The section of the specification or the contract it verifies: `spec 4.2`, `contract: Errors`. */
   clause: string;
   title: string;
-  /** Runs only with --write, --rate-limit or --slow. */
-  needs?: 'write' | 'rate-limit' | 'slow';
+  /** Runs only with --write, --rate-limit, --slow or --http2. */
+  needs?: 'write' | 'rate-limit' | 'slow' | 'http2';
   run(ctx: Context): Promise<void>;
 }
 
@@ -52,6 +53,7 @@ export interface RunOptions {
   write: boolean;
   rateLimit: boolean;
   slow: boolean;
+  http2: boolean;
   bodyLimit: number;
   origin: string;
 }

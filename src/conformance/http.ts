@@ -1,12 +1,15 @@
 import { type IncomingHttpHeaders, request as plainRequest } from 'node:http';
+import { type ClientHttp2Session, connect as connectHttp2, constants as http2 } from 'node:http2';
 import { request as tlsRequest } from 'node:https';
-import { connect as plainConnect, type Socket } from 'node:net';
+import { isIP, connect as plainConnect, type Socket } from 'node:net';
 import { connect as tlsConnect } from 'node:tls';
 
 /**
  * The one way checks reach the service: every request goes to the origin given and nowhere else
- * (a request names a path, never a URL), on a connection of its own, headers as written, no
- * redirect followed. A per-request timeout and a budget of requests and time bound the run.
+ * (a request names a path, never a URL), headers as written, no redirect followed: over HTTP/1.1
+ * on a connection of its own, or with `http2` as a stream of one HTTP/2 session (h2c with prior
+ * knowledge for http://, ALPN h2 for https://). What no client library sends (`raw`, `connect`)
+ * is HTTP/1.1 either way. A per-request timeout and a budget of requests and time bound the run.
  */
 
 /** Why the tool itself cannot go on: a usage error, exit code 2. */
@@ -27,12 +30,26 @@ export interface Request {
 
 export interface Response {
   readonly request: { method: string; path: string };
+  /** The version of HTTP it came over: `1.1`, `2.0`. */
+  readonly httpVersion: string;
   readonly status: number;
   /** Lower-case names; a repeated field keeps every value. */
   readonly headers: IncomingHttpHeaders;
   readonly body: Buffer;
   readonly text: string;
 }
+
+/** How to reach the service: HTTP/2 or not, and which TLS certificates to trust for https://. */
+export interface Transport {
+  http2: boolean;
+  /** CA certificates (PEM) to trust instead of the system's. */
+  ca?: string | Buffer;
+  /** Trust any certificate: a private one, for a test deployment. */
+  insecure?: boolean;
+}
+
+/** Fields HTTP/2 forbids in a request (RFC 9113, 8.2.2), and Host, which is its :authority. */
+const NOT_HTTP2 = new Set(['connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'upgrade', 'host']);
 
 export interface Budget {
   /** Most requests the whole run may send. */
@@ -75,7 +92,9 @@ export class Http {
   /** The base URL's path without its trailing slash: a context path such as `/svc`, or ''. */
   readonly prefix: string;
   readonly #budget: Budget;
+  readonly #transport: Transport;
   readonly #deadline: number;
+  #session: ClientHttp2Session | undefined;
   #sent = 0;
   /** The rate-limit window as the last answer under /api told it. */
   #quota: { remaining: number; resetAt: number } | undefined;
@@ -84,10 +103,11 @@ export class Http {
   /** The answers that name faults injected into them (X-Fault-Injected), in the order they came. */
   readonly injected: Response[] = [];
 
-  constructor(base: URL, budget: Budget) {
+  constructor(base: URL, budget: Budget, transport: Transport = { http2: false }) {
     this.origin = new URL(base.origin);
     this.prefix = base.pathname.replace(/\/+$/, '');
     this.#budget = budget;
+    this.#transport = transport;
     this.#deadline = Date.now() + budget.maxTimeMs;
   }
 
@@ -159,8 +179,88 @@ export class Http {
     this.#quota = { remaining, resetAt: Date.now() + (Number.isFinite(reset) ? reset : 1) * 1000 };
   }
 
-  #once({ method = 'GET', path, headers = {}, body }: Request): Promise<Response> {
+  /** Whether requests go over HTTP/2. */
+  get http2(): boolean {
+    return this.#transport.http2;
+  }
+
+  /** The TLS options of every connection to an https:// origin. */
+  get #tls(): { ca?: string | Buffer; rejectUnauthorized: boolean } {
+    const { ca, insecure = false } = this.#transport;
+    return { ...(ca !== undefined && { ca }), rejectUnauthorized: !insecure };
+  }
+
+  /** Ends the HTTP/2 session, if there is one. */
+  close(): void {
+    this.#session?.close();
+    this.#session = undefined;
+  }
+
+  /** The HTTP/2 session, opened again when the service has ended the last one. */
+  #http2Session(): ClientHttp2Session {
+    if (this.#session === undefined || this.#session.closed || this.#session.destroyed) {
+      const session = connectHttp2(this.origin, this.origin.protocol === 'https:' ? this.#tls : {});
+      // A failed session fails the streams it carries; the error is theirs to report.
+      session.on('error', () => {});
+      this.#session = session;
+    }
+    return this.#session;
+  }
+
+  #once(request: Request): Promise<Response> {
     this.#spend();
+    return this.#transport.http2 ? this.#onceHttp2(request) : this.#onceHttp1(request);
+  }
+
+  #onceHttp2({ method = 'GET', path, headers = {}, body }: Request): Promise<Response> {
+    const payload = typeof body === 'string' ? Buffer.from(body, 'utf8') : body;
+    const fields: Record<string, string> = { ':method': method, ':path': this.prefix + path };
+    for (const [name, value] of Object.entries(headers)) {
+      if (!NOT_HTTP2.has(name.toLowerCase())) fields[name.toLowerCase()] = value;
+    }
+    const timeoutMs = this.#budget.requestTimeoutMs;
+    return new Promise((resolve, reject) => {
+      const stream = this.#http2Session().request(fields, { endStream: payload === undefined });
+      const chunks: Buffer[] = [];
+      let size = 0;
+      let status = 0;
+      let received: IncomingHttpHeaders = {};
+      const timer = setTimeout(() => {
+        stream.close(http2.NGHTTP2_CANCEL);
+        reject(new Error(`no whole answer to ${method} ${path} within ${timeoutMs} ms`));
+      }, timeoutMs);
+      stream.on('response', ({ ':status': code, ...rest }) => {
+        status = Number(code);
+        received = rest as IncomingHttpHeaders;
+      });
+      stream.on('data', (chunk: Buffer) => {
+        size += chunk.length;
+        if (size > MAX_BODY) {
+          stream.close(http2.NGHTTP2_CANCEL);
+          reject(new Error(`answer larger than ${MAX_BODY} bytes`));
+        } else chunks.push(chunk);
+      });
+      stream.on('end', () => {
+        clearTimeout(timer);
+        const data = Buffer.concat(chunks);
+        resolve({
+          request: { method, path },
+          httpVersion: '2.0',
+          status,
+          headers: received,
+          body: data,
+          text: data.toString('utf8'),
+        });
+      });
+      stream.on('error', (error: NodeJS.ErrnoException) => {
+        clearTimeout(timer);
+        reject(new Error(`${method} ${path}: ${error.code ?? ''} ${error.message}`.replace(':  ', ': ')));
+      });
+      stream.end(payload);
+    });
+  }
+
+  #onceHttp1({ method = 'GET', path, headers = {}, body }: Request): Promise<Response> {
     const fullPath = this.prefix + path;
     const payload = typeof body === 'string' ? Buffer.from(body, 'utf8') : body;
     const sent = { ...headers };
@@ -179,6 +279,7 @@ export class Http {
           headers: sent,
           agent: false,
           timeout: this.#budget.requestTimeoutMs,
+          ...(this.origin.protocol === 'https:' && this.#tls),
         },
         (res) => {
           const chunks: Buffer[] = [];
@@ -192,6 +293,7 @@ export class Http {
             const data = Buffer.concat(chunks);
             resolve({
               request: { method, path },
+              httpVersion: res.httpVersion,
               status: res.statusCode ?? 0,
               headers: res.headers,
               body: data,
@@ -249,7 +351,14 @@ export class Http {
     if (/chunked/i.test(String(headers['transfer-encoding']))) body = dechunk(body);
     else if (Number.isInteger(length)) body = body.subarray(0, length);
     const status = Number(/^HTTP\/1\.[01] (\d{3})/.exec(statusLine)?.[1] ?? 0);
-    return this.#note({ request: { method: 'RAW', path: what }, status, headers, body, text: body.toString('utf8') });
+    return this.#note({
+      request: { method: 'RAW', path: what },
+      httpVersion: /^HTTP\/(1\.[01])/.exec(statusLine)?.[1] ?? '',
+      status,
+      headers,
+      body,
+      text: body.toString('utf8'),
+    });
   }
 
   /** A raw connection to the origin, for what a client library will not send. */
@@ -260,7 +369,9 @@ export class Http {
     return new Promise((resolve, reject) => {
       const socket =
         this.origin.protocol === 'https:'
-          ? tlsConnect({ host, port, servername: host }, () => resolve(socket))
+          ? tlsConnect({ host, port, ...(isIP(host) === 0 && { servername: host }), ...this.#tls }, () =>
+              resolve(socket),
+            )
           : plainConnect({ host, port }, () => resolve(socket));
       socket.once('error', reject);
     });

@@ -67,6 +67,12 @@ export interface Options {
   bodyLimit?: number;
   /** The `Origin` of the CORS checks (default `https://conformance.example`). */
   origin?: string;
+  /** Send every request over HTTP/2 (h2c with prior knowledge for http://, h2 by ALPN for https://), and run the `http2` checks. */
+  http2?: boolean;
+  /** CA certificates (PEM) to trust for an https:// base URL instead of the system's: a private CA. */
+  ca?: string | Buffer;
+  /** Trust any certificate of an https:// base URL. */
+  insecure?: boolean;
   /** Called as each check starts and ends, for progress. */
   onCheckStart?: (check: { id: string }, index: number, total: number) => void;
   onResult?: (result: CheckResult, index: number, total: number) => void;
@@ -136,18 +142,35 @@ export async function runConformance(options: Options): Promise<Report> {
   const started = Date.now();
   const base = baseUrl(options.baseUrl);
   checkNames([...(options.only ?? []), ...(options.skip ?? [])]);
-  const http = new Http(base, {
-    maxRequests: options.maxRequests ?? 5000,
-    maxTimeMs: options.maxTimeMs ?? 600_000,
-    requestTimeoutMs: options.requestTimeoutMs ?? 10_000,
-  });
+  const http = new Http(
+    base,
+    {
+      maxRequests: options.maxRequests ?? 5000,
+      maxTimeMs: options.maxTimeMs ?? 600_000,
+      requestTimeoutMs: options.requestTimeoutMs ?? 10_000,
+    },
+    {
+      http2: options.http2 ?? false,
+      ...(options.ca !== undefined && { ca: options.ca }),
+      ...(options.insecure !== undefined && { insecure: options.insecure }),
+    },
+  );
   if (options.onWait !== undefined) http.onWait = options.onWait;
+  try {
+    return await run(http, base, options, started);
+  } finally {
+    http.close();
+  }
+}
+
+async function run(http: Http, base: URL, options: Options, started: number): Promise<Report> {
   await preflight(http);
 
   const ctx: Context = makeContext(http, {
     write: options.write ?? false,
     rateLimit: options.rateLimit ?? false,
     slow: options.slow ?? false,
+    http2: options.http2 ?? false,
     bodyLimit: options.bodyLimit ?? 1024 * 1024,
     origin: options.origin ?? 'https://conformance.example',
   });
@@ -176,7 +199,7 @@ export async function runConformance(options: Options): Promise<Report> {
   };
 }
 
-const FLAGS = { write: '--write', 'rate-limit': '--rate-limit', slow: '--slow' } as const;
+const FLAGS = { write: '--write', 'rate-limit': '--rate-limit', slow: '--slow', http2: '--http2' } as const;
 
 async function runOne(check: Check, ctx: Context, spent: string | undefined): Promise<CheckResult> {
   const base = { id: check.id, group: check.group, clause: check.clause, title: check.title, durationMs: 0 };

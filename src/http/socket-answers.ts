@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { type IncomingMessage, type ServerResponse, STATUS_CODES } from 'node:http';
+import type { Http2ServerResponse } from 'node:http2';
 import type { Socket } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import { type ApiError, apiError, envelope, methodNotAllowed, unsupportedVersion } from '../errors.js';
@@ -9,7 +10,7 @@ import { type ApiError, apiError, envelope, methodNotAllowed, unsupportedVersion
  * before there is a request (a malformed request, 400; another major version of HTTP, 505;
  * headers over the size limit, 431; a request timeout, 408), and CONNECT (405). Each is the
  * envelope with the fixed headers a reply would have, written straight to the socket, which then
- * closes; logged as one line. A pipelining client gets the answers to its earlier requests first,
+ * closes (over HTTP/2, a CONNECT's stream ends); logged as one line. A pipelining client gets the answers to its earlier requests first,
  * in order. Later errors on the same connection (more bytes, its timeout) add nothing; once the
  * answer is written, they end the connection.
  */
@@ -107,13 +108,45 @@ export class SocketAnswers {
    * read to its end here, and closed once idle for the server's timeout.
    */
   refuseConnect(app: FastifyInstance): void {
-    app.server.on('connect', (request: IncomingMessage, socket: Socket) => {
-      socket.on('error', () => {}); // a client gone meanwhile (ECONNRESET) is no error of the service's
-      socket.once('timeout', () => socket.destroy());
-      socket.resume();
+    app.server.on('connect', (request: IncomingMessage, socket: Socket | Http2ServerResponse) => {
       const refusal = methodNotAllowed('CONNECT', this.#headers.methods);
-      this.#answer(app, socket, refusal, this.#headers.requestId(request), 'CONNECT');
+      const id = this.#headers.requestId(request);
+      // Over HTTP/2, a CONNECT is a stream of its own, answered on it; the session goes on.
+      if (request.httpVersionMajor === 2) {
+        this.#answerStream(app, socket as Http2ServerResponse, refusal, id, 'CONNECT');
+        return;
+      }
+      const connection = socket as Socket;
+      connection.on('error', () => {}); // a client gone meanwhile (ECONNRESET) is no error of the service's
+      connection.once('timeout', () => connection.destroy());
+      connection.resume();
+      this.#answer(app, connection, refusal, id, 'CONNECT');
     });
+  }
+
+  /** The answer on an HTTP/2 stream: the same envelope and headers, as HTTP/2 fields. */
+  #answerStream(
+    app: FastifyInstance,
+    response: Http2ServerResponse,
+    error: ApiError,
+    id: string,
+    reason: string,
+  ): void {
+    const status = error.statusCode;
+    app.log.info({ request_id: id, status, reason }, 'client error');
+    const body = JSON.stringify(envelope(error, id));
+    const fixed = this.#headers
+      .socketHead(id)
+      .split('\r\n')
+      .filter((line) => line !== '')
+      .map((line) => [line.slice(0, line.indexOf(':')), line.slice(line.indexOf(':') + 1).trim()]);
+    response.writeHead(status, {
+      'content-type': 'application/json; charset=utf-8',
+      'content-length': String(Buffer.byteLength(body)),
+      ...Object.fromEntries(Object.entries(error.headers).map(([name, value]) => [name.toLowerCase(), value])),
+      ...Object.fromEntries(fixed),
+    });
+    response.end(body);
   }
 
   #answer(app: FastifyInstance, socket: Socket, error: ApiError, id: string, reason: string): void {

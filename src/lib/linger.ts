@@ -13,7 +13,8 @@ const LINGER_IDLE_MS = 2000;
  * sends nothing for LINGER_IDLE_MS.
  */
 export function lingerIfUnread(request: IncomingMessage): void {
-  if (request.complete) return;
+  // An HTTP/2 stream is reset with NO_ERROR once answered, which tells the client to stop sending.
+  if (request.complete || request.httpVersionMajor === 2) return;
   const socket = request.socket as Socket & { destroySoon?: () => void };
   // Node closes a connection that is not kept alive with destroySoon once the answer is written.
   socket.destroySoon = () => {

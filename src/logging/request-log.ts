@@ -125,12 +125,15 @@ export class RequestLog extends LogController {
   #traceIdsOf: TraceIdsOf = () => null;
   /** Null unless faults are injected: then a line names them. */
   #faultsOf: FaultsOf | null = null;
+  /** Whether lines name the request's version of HTTP: where HTTP/2 is served beside HTTP/1.1. */
+  readonly #httpVersion: boolean;
 
-  /** `stream` and `level` are those of the app's pino logger. */
-  constructor(stream: DestinationStream, level: LevelWithSilent) {
+  /** `stream` and `level` are those of the app's pino logger; `httpVersion`: lines name the version of HTTP. */
+  constructor(stream: DestinationStream, level: LevelWithSilent, httpVersion = false) {
     super({ requestIdLogLabel: 'request_id' });
     this.#stream = stream;
     this.#enabled = level !== 'silent' && (levels.values[level] ?? Number.POSITIVE_INFINITY) <= INFO;
+    this.#httpVersion = httpVersion;
   }
 
   /** Adds a listener, called for every finished request before its log line is written. */
@@ -159,12 +162,15 @@ export class RequestLog extends LogController {
     const failure = request.failure ?? error;
     const trace = failure != null || this.#enabled ? this.#traceIdsOf(request) : null;
     const fault = this.#faultsOf === null ? null : this.#faultsOf(request);
+    // "1.1" or "2.0", as Node's parser read it.
+    const version = this.#httpVersion ? request.raw.httpVersion : undefined;
     if (failure != null) {
       const ids = trace === null ? {} : { trace_id: trace.traceId, span_id: trace.spanId };
       const line = {
         ...ids,
         method: request.method,
         url: request.originalUrl,
+        ...(version !== undefined && { http_version: version }),
         route,
         status: reply.statusCode,
         ...(fault !== null && { fault }),
@@ -176,7 +182,8 @@ export class RequestLog extends LogController {
       this.#stream.write(
         `${this.#prefix}${now()}${this.#bindings}${request.id}"${ids},"method":${jsonString(request.method)}` +
           // As sent: /api/v1/hello, not the /api/hello it was routed as.
-          `,"url":${jsonString(request.originalUrl)},"route":${route === null ? 'null' : `"${route}"`}` +
+          `,"url":${jsonString(request.originalUrl)}${version === undefined ? '' : `,"http_version":"${version}"`}` +
+          `,"route":${route === null ? 'null' : `"${route}"`}` +
           `,"status":${reply.statusCode}${fault === null ? '' : `,"fault":"${fault}"`}` +
           `,"duration_ms":${durationMs},"msg":"request completed"}\n`,
       );

@@ -52,15 +52,33 @@ function fieldDetails(request: FastifyRequest): ErrorDetail[] {
   return details;
 }
 
+/** Every field of SINGLE_FIELDS given more than once, as validation details. */
+function repeatedFields(raw: IncomingMessage): ErrorDetail[] {
+  const details: ErrorDetail[] = [];
+  for (const [name, field] of SINGLE_FIELDS) {
+    const values = fieldValues(raw, name);
+    if (values.length > 1) details.push({ field, message: 'must be given once', value: values });
+  }
+  return details;
+}
+
 /** Why a request must be refused, or null. `unmet`: the requests whose Expect Node found it could not meet. */
 function refusal(request: FastifyRequest, unmet: WeakSet<IncomingMessage>): ApiError | null {
   const { raw, headers } = request;
-  if (raw.httpVersionMajor !== 1) return unsupportedVersion();
-  // The fields are looked at only for what a well-formed request never shows: no Host, a comma in Host or Content-Type.
-  const { host } = headers;
-  if (host === undefined || host.includes(',') || headers['content-type']?.includes(',') === true) {
-    const details = fieldDetails(request);
+  if (raw.httpVersionMajor !== 1) {
+    // HTTP/2 comes over its own streams (Node's Http2ServerRequest); "HTTP/2.0" in an HTTP/1 request line is refused.
+    if (!('stream' in raw)) return unsupportedVersion();
+    // Node keeps the first of a Content-Type sent twice over HTTP/2, where HTTP/1.1's parser joins
+    // them: its lines tell. (nghttp2 resets a stream with Host twice as malformed.)
+    const details = repeatedFields(raw);
     if (details.length > 0) return validationError(details);
+  } else {
+    // The fields are looked at only for what a well-formed request never shows: no Host, a comma in Host or Content-Type.
+    const { host } = headers;
+    if (host === undefined || host.includes(',') || headers['content-type']?.includes(',') === true) {
+      const details = fieldDetails(request);
+      if (details.length > 0) return validationError(details);
+    }
   }
   if (headers.expect !== undefined && unmet.has(raw)) {
     return apiError(

@@ -17,8 +17,8 @@ type HeaderSet = Readonly<Record<string, string>>;
 /**
  * What every JSON answer carries: the headers the OWASP REST Security Cheat Sheet gives for APIs,
  * and no more. Nothing in an answer may be run, framed or sniffed as another type, nor stored.
- * HSTS is left out: the service speaks plain HTTP, where browsers ignore it, and whatever
- * terminates TLS in front of it owns that policy for the whole host.
+ * HSTS is left out, with TLS_CERT_FILE too: it is a policy for a whole host name, which whoever
+ * owns the name sets, usually where TLS ends in front of the service.
  */
 export const API_SECURITY_HEADERS: HeaderSet = {
   'x-content-type-options': 'nosniff',

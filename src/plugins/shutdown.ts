@@ -29,10 +29,13 @@ export const shutdownPlugin = fp(
   async (app, { requestLog }: { requestLog: RequestLog }) => {
     let draining = false;
     const connections = new Set<Socket>();
-    app.server.on('connection', (socket: Socket) => {
+    const follow = (socket: Socket) => {
       connections.add(socket);
       socket.once('close', () => connections.delete(socket));
-    });
+    };
+    app.server.on('connection', follow);
+    // Over TLS, requests come on the TLS socket made of the connection, once its handshake is done.
+    app.server.on('secureConnection', follow);
     app.decorate('draining', {
       getter: () => draining,
     });

@@ -108,7 +108,8 @@ export const tracingPlugin = fp(
         'url.scheme': request.protocol,
         'url.path': query === -1 ? url : url.slice(0, query),
         'server.address': request.hostname,
-        'network.protocol.version': request.raw.httpVersion,
+        // Semantic conventions write HTTP/2 as "2", Node "2.0".
+        'network.protocol.version': request.raw.httpVersionMajor === 2 ? '2' : request.raw.httpVersion,
         'client.address': request.ip,
         request_id: request.id,
       };

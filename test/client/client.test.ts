@@ -1,9 +1,11 @@
 import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
 import { after, before, describe, it } from 'node:test';
 import { context, createTraceState, propagation, ROOT_CONTEXT, TraceFlags, trace } from '@opentelemetry/api';
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
 import { CompositePropagator, W3CBaggagePropagator, W3CTraceContextPropagator } from '@opentelemetry/core';
 import type { FastifyInstance } from 'fastify';
+import { Agent, H2CClient } from 'undici';
 import { buildApp } from '../../src/app.js';
 import {
   ApiError,
@@ -14,8 +16,9 @@ import {
   PreconditionFailedError,
 } from '../../src/client/index.js';
 import type { Config } from '../../src/config.js';
-import { LogCapture, testConfig } from '../helpers.js';
+import { LogCapture, listening, testConfig } from '../helpers.js';
 import { REDIS_SERVER_MISSING, REDIS_SKIP_REASON, RedisServer } from '../redis-server.js';
+import { makeTlsFiles, OPENSSL_MISSING, OPENSSL_SKIP_REASON, type TlsFiles } from '../tls-files.js';
 
 /** A service listening on a free loopback port, and a client of it. */
 async function serve(
@@ -139,6 +142,45 @@ describe('the client, against the service in memory', () => {
     const closed = await serve();
     await closed.app.close();
     await rejection(closed.client.hello(), NetworkError);
+  });
+});
+
+describe('the client over HTTP/2, through an undici dispatcher', {
+  skip: OPENSSL_MISSING && OPENSSL_SKIP_REASON,
+}, () => {
+  let files: TlsFiles;
+  before(() => {
+    files = makeTlsFiles();
+  });
+  after(() => files?.remove());
+
+  it('speaks h2 over TLS with Agent({ allowH2 }), and h2c with H2CClient: the same answers, errors included', async () => {
+    const secure = await listening({ http2: true, tlsCertFile: files.serverCert, tlsKeyFile: files.serverKey });
+    const cleartext = await listening({ http2: true });
+    const agent = new Agent({ allowH2: true, connect: { ca: readFileSync(files.ca) } });
+    const h2c = new H2CClient(cleartext.origin);
+    try {
+      for (const [server, dispatcher] of [
+        [secure, agent],
+        [cleartext, h2c],
+      ] as const) {
+        const client = createClient({ baseUrl: server.origin, dispatcher });
+        assert.deepEqual(await client.greeting('Ada', { requestId: 'client-h2' }), { greeting: 'Hello, Ada!' });
+        const { result } = await client.exchange({ from: 'USD', to: 'JPY', amount: '100.5' });
+        assert.equal(result, '15160');
+        const error = await rejection(client.search({ keyword: '' }), ApiError);
+        assert.equal(error.code, 'VALIDATION_ERROR');
+        await client.profile.update({ name: 'Ada' });
+        // Written once the answer is sent: the line is looked for a moment later.
+        await new Promise((resolve) => setTimeout(resolve, 50));
+        assert.equal(server.logs.lineOf('client-h2').http_version, '2.0');
+      }
+    } finally {
+      await agent.close();
+      await h2c.close();
+      await secure.app.close();
+      await cleartext.app.close();
+    }
   });
 });
 

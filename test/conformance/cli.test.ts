@@ -4,6 +4,7 @@ import { once } from 'node:events';
 import { createServer, type Server } from 'node:http';
 import { after, before, describe, it } from 'node:test';
 import type { Report } from '../../src/conformance/index.js';
+import { listening } from '../helpers.js';
 import { ROOT } from '../server-process.js';
 import { startBrokenServer } from './broken-server.js';
 
@@ -134,6 +135,16 @@ describe('greeting-service conformance', () => {
       () => [good.url, '--frobnicate'],
       /^greeting-service conformance: Unknown option '--frobnicate'/,
     ],
+    [
+      'a --ca file that cannot be read',
+      () => [good.url, '--ca', '/nonexistent/ca.pem'],
+      /^greeting-service conformance: --ca \/nonexistent\/ca\.pem cannot be read \(ENOENT\)\n$/,
+    ],
+    [
+      'a --ca file that is no PEM',
+      () => [good.url, '--ca', `${ROOT}package.json`],
+      /^greeting-service conformance: --ca .*package\.json is not a PEM file of certificates\n$/,
+    ],
   ] as const) {
     it(`answers ${what} with one line and exit code 2`, async () => {
       const { code, stdout, stderr } = await conformance(...args());
@@ -149,5 +160,22 @@ describe('greeting-service conformance', () => {
     assert.equal(code, 0);
     assert.match(stdout, /^Usage: greeting-service conformance <base-url>/);
     assert.match(stdout, /--rate-limit/);
+    assert.match(stdout, /--http2 [\s\S]*--ca <file> [\s\S]*--insecure /);
+  });
+
+  it('--http2 sends every request over HTTP/2 with prior knowledge, and runs the http2 checks', async () => {
+    const server = await listening({ http2: true, rateLimitMax: 0, logLevel: 'silent' });
+    try {
+      const { code, stdout } = await conformance(server.origin, '--http2', '--only', 'hello,http2');
+      assert.equal(code, 0, stdout);
+      assert.match(stdout, /^pass {2}http2\.protocol /m);
+      assert.match(stdout, /^pass {2}http2\.multiplexed /m);
+      assert.match(stdout, /^\d+ passed, 0 failed, 0 skipped$/m);
+      // Without --http2, the http2 checks say what they need.
+      const plain = await conformance(server.origin, '--only', 'http2');
+      assert.match(plain.stdout, /^skip {2}http2\.protocol {2}.*: needs --http2$/m);
+    } finally {
+      await server.app.close();
+    }
   });
 });

@@ -1,12 +1,13 @@
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { summary } from '../../src/conformance/cli.js';
 import { runConformance } from '../../src/conformance/index.js';
 import type { Client } from '../helpers.js';
-import { httpClient } from '../helpers.js';
+import { http2Client, httpClient, listening } from '../helpers.js';
+import { makeTlsFiles, OPENSSL_MISSING, OPENSSL_SKIP_REASON } from '../tls-files.js';
 import { notPassed } from './report.js';
 
 describe('the conformance kit against the service in memory', () => {
@@ -23,7 +24,13 @@ describe('the conformance kit against the service in memory', () => {
 
   it('passes every check, writes, rate limit and slow clients included', async () => {
     const report = await runConformance({ baseUrl: origin, write: true, rateLimit: true, slow: true });
-    assert.deepEqual(notPassed(report), []);
+    // Over HTTP/1.1: the HTTP/2 checks need --http2 (run below).
+    assert.deepEqual(notPassed(report), [
+      'skip http2.protocol: needs --http2 | ',
+      'skip http2.connection-specific-fields: needs --http2 | ',
+      'skip http2.multiplexed: needs --http2 | ',
+      'skip http2.body-without-length: needs --http2 | ',
+    ]);
     assert.equal(report.failed, 0);
     assert.ok(report.passed > 90, `${report.passed} checks passed`);
   });
@@ -103,6 +110,60 @@ describe('the conformance kit against a deployment that injects faults', () => {
     } finally {
       await client.close();
       rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('the conformance kit over HTTP/2', () => {
+  it("passes every check, writes and rate limit included, over h2c; the slow clients are HTTP/1.1's, checked above", async () => {
+    const client = await http2Client({ rateLimitMax: 2500 });
+    try {
+      const address = client.app.server.address() as { port: number };
+      const report = await runConformance({
+        baseUrl: `http://127.0.0.1:${address.port}`,
+        write: true,
+        rateLimit: true,
+        http2: true,
+      });
+      assert.deepEqual(notPassed(report), [
+        'skip timeouts.slow-headers: needs --slow | ',
+        'skip timeouts.slow-body: needs --slow | ',
+      ]);
+      assert.ok(report.results.filter((r) => r.group === 'http2' && r.outcome === 'pass').length === 4);
+    } finally {
+      await client.close();
+    }
+  });
+
+  it('passes every check over HTTPS, h2 by ALPN, trusting a private CA', {
+    skip: OPENSSL_MISSING && OPENSSL_SKIP_REASON,
+  }, async () => {
+    const files = makeTlsFiles();
+    const server = await listening({
+      http2: true,
+      rateLimitMax: 0,
+      logLevel: 'silent',
+      tlsCertFile: files.serverCert,
+      tlsKeyFile: files.serverKey,
+    });
+    try {
+      const report = await runConformance({
+        baseUrl: server.origin,
+        write: true,
+        http2: true,
+        ca: readFileSync(files.ca),
+      });
+      assert.deepEqual(
+        notPassed(report).filter((line) => !line.startsWith('skip timeouts.') && !line.startsWith('skip rate-limit.')),
+        [],
+      );
+      // Without the CA, the certificate is not trusted: the kit cannot reach the service.
+      await assert.rejects(runConformance({ baseUrl: server.origin, http2: true, only: ['hello'] }), /cannot reach/);
+      const insecure = await runConformance({ baseUrl: server.origin, http2: true, insecure: true, only: ['hello'] });
+      assert.equal(insecure.failed, 0);
+    } finally {
+      await server.app.close();
+      files.remove();
     }
   });
 });

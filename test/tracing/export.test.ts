@@ -1,10 +1,11 @@
 import assert from 'node:assert/strict';
+import { connect as connectHttp2 } from 'node:http2';
 import { after, before, describe, it } from 'node:test';
 import type { FastifyInstance } from 'fastify';
 import { buildApp } from '../../src/app.js';
 import type { Config } from '../../src/config.js';
 import type { ProfileStore } from '../../src/stores/profile.js';
-import { LogCapture, testConfig } from '../helpers.js';
+import { LogCapture, sendHttp2, testConfig } from '../helpers.js';
 import { freePort } from '../ports.js';
 import { REDIS_SERVER_MISSING, REDIS_SKIP_REASON, RedisServer } from '../redis-server.js';
 import { exitOf, startServer, withTimeout } from '../server-process.js';
@@ -151,6 +152,35 @@ for (const protocol of ['http/protobuf', 'http/json'] as const) {
     });
   });
 }
+
+describe('spans over HTTP/2', () => {
+  it('are attributed as over HTTP/1.1, the version of HTTP as the conventions write it ("2")', async () => {
+    const receiver = await OtlpReceiver.start();
+    try {
+      const { app } = await exportingApp(receiver, { http2: true });
+      const origin = await app.listen({ host: '127.0.0.1', port: 0 });
+      const session = connectHttp2(origin);
+      try {
+        const answer = await sendHttp2(session, {
+          path: '/api/hello/ada',
+          headers: { traceparent: VALID_TRACEPARENT, 'x-request-id': 'over-h2' },
+        });
+        assert.equal(answer.status, 200);
+      } finally {
+        session.close();
+      }
+      await app.close();
+      const span = spanOf(receiver, 'over-h2');
+      assert.equal(span.traceId, TRACE_ID);
+      assert.equal(span.name, 'GET /api/hello/:name');
+      assert.equal(span.attributes['network.protocol.version'], '2');
+      assert.equal(span.attributes['url.scheme'], 'http');
+      assert.equal(span.attributes['http.response.status_code'], 200);
+    } finally {
+      await receiver.close();
+    }
+  });
+});
 
 describe('sampling', () => {
   let receiver: OtlpReceiver;

@@ -5,6 +5,7 @@ import { errorChecks, httpChecks, requestIdChecks } from './errors.js';
 import { exchangeChecks } from './exchange.js';
 import { corsChecks, securityChecks } from './headers.js';
 import { helloChecks } from './hello.js';
+import { http2Checks } from './http2.js';
 import { rateLimitChecks, timeoutChecks } from './limits.js';
 import { healthChecks, openapiChecks } from './operations.js';
 import { profileChecks } from './profile.js';
@@ -21,6 +22,7 @@ export const ALL_CHECKS: readonly Check[] = [
   ...requestIdChecks,
   ...traceContextChecks,
   ...httpChecks,
+  ...http2Checks,
   ...versioningChecks,
   ...corsChecks,
   ...securityChecks,

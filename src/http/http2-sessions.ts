@@ -1,0 +1,220 @@
+import type { OutgoingHttpHeaders } from 'node:http';
+import {
+  constants,
+  createServer,
+  type Http2Server,
+  type Http2ServerRequest,
+  Http2ServerResponse,
+  type ServerHttp2Session,
+  type ServerHttp2Stream,
+} from 'node:http2';
+import type { Duplex } from 'node:stream';
+import { apiError } from '../errors.js';
+
+/**
+ * HTTP/2 for the service: every session held to the limits below, each request to the request
+ * timeout, a session on which nothing moves closed, and on shutdown a GOAWAY to each session, which
+ * then ends once its streams have. Sessions are made on connections handed over (`accept`) by the
+ * server that listens, once it knows they speak HTTP/2: this server never listens itself.
+ */
+
+/** What every session is held to, advertised in the server's SETTINGS where HTTP/2 has a setting for it. */
+export const HTTP2_LIMITS = {
+  /** Streams a client may have open at once (SETTINGS_MAX_CONCURRENT_STREAMS): Node advertises no bound by default. */
+  maxConcurrentStreams: 100,
+  /** The request's header list, as HPACK counts it (SETTINGS_MAX_HEADER_LIST_SIZE): HTTP/1.1's 16 KiB of headers. */
+  maxHeaderListSize: 16 * 1024,
+  /** Header fields of a request, pseudo-headers included: over it, the stream is refused. */
+  maxHeaderListPairs: 128,
+  /**
+   * Streams a client may reset (RST_STREAM) before they are served, in a session, beyond which,
+   * once they are more than half of its streams, the session is closed with GOAWAY
+   * ENHANCE_YOUR_CALM (Rapid Reset, CVE-2023-44487): a client whose streams mostly end as they
+   * should never comes near it.
+   */
+  maxClientResets: 100,
+  /** Memory nghttp2 may hold for a session, in MiB (Node's default): over it, new streams are refused. */
+  maxSessionMemory: 10,
+  /** PINGs sent by the server and not yet acknowledged; the server sends none of its own. */
+  maxOutstandingPings: 10,
+  /** Frames that break the protocol a session may send before it is closed. */
+  maxSessionInvalidFrames: 100,
+  /** Streams refused (over the concurrency limit, or after GOAWAY) before the session is closed. */
+  maxSessionRejectedStreams: 100,
+} as const;
+
+export interface Http2SessionOptions {
+  /** The time a stream has to send its whole request, as REQUEST_TIMEOUT_MS is for an HTTP/1.1 request. */
+  requestTimeoutMs: number;
+  /**
+   * The time a session on which no frame moves may stay, as KEEP_ALIVE_TIMEOUT_MS is for an idle
+   * HTTP/1.1 connection; its streams then have the request timeout to end.
+   */
+  keepAliveTimeoutMs: number;
+}
+
+type Handler = (request: Http2ServerRequest, response: Http2ServerResponse) => void;
+
+/** How long a session told to go away for its resets is kept open for the GOAWAY to be read, in ms. */
+const GOAWAY_GRACE_MS = 1000;
+
+/**
+ * Resets a stream with NO_ERROR once the last frame of its answer (END_STREAM) has gone out, as
+ * RFC 9113 (8.1) asks: the answer may still be waiting for the client's flow-control window.
+ */
+function resetOnceAnswered(stream: ServerHttp2Stream): void {
+  if (stream.closed || stream.destroyed) return;
+  if (stream.state.localClose === 1) stream.close(constants.NGHTTP2_NO_ERROR);
+  else setTimeout(resetOnceAnswered, 10, stream);
+}
+
+/**
+ * An answer over HTTP/2, as Node makes it, with what the service adds to every one:
+ * - no `Connection` field, which code written for HTTP/1.1 sets (Fastify, after a body it could
+ *   not read): HTTP/2 has no such field (RFC 9113, 8.2.2), and Node, which leaves it out too,
+ *   would say so on stderr;
+ * - given before the whole body of its request came (a 413, a 408, a 404 to a POST), it is
+ *   followed by RST_STREAM NO_ERROR, which tells the client to stop sending (RFC 9113, 8.1): Node
+ *   does so by itself only for a body nobody read;
+ * - the request's timer, which its end clears.
+ */
+class Http2Response extends Http2ServerResponse {
+  /** The request timeout of a request with a body, until the answer ends. */
+  timer: NodeJS.Timeout | undefined;
+
+  override setHeader(name: string, value: number | string | readonly string[]): this {
+    if (name.toLowerCase() !== 'connection') super.setHeader(name, value);
+    return this;
+  }
+
+  override writeHead(status: number, ...rest: [(string | OutgoingHttpHeaders)?, OutgoingHttpHeaders?]): this {
+    const headers = rest.at(-1);
+    if (typeof headers === 'object' && headers !== null) delete headers.connection;
+    return super.writeHead(status, ...(rest as [string, OutgoingHttpHeaders]));
+  }
+
+  override end(...args: unknown[]): this {
+    (super.end as (...args: unknown[]) => this).apply(this, args);
+    if (this.timer === undefined) return this;
+    clearTimeout(this.timer);
+    this.timer = undefined;
+    if (!this.req.complete) setImmediate(resetOnceAnswered, this.stream);
+    return this;
+  }
+}
+
+/** What the service keeps of each session: its streams, and those its client reset before they were served. */
+interface SessionState {
+  streams: number;
+  resets: number;
+  /** Sent GOAWAY ENHANCE_YOUR_CALM: it takes no more streams. */
+  refused: boolean;
+}
+
+export class Http2Sessions {
+  readonly server: Http2Server;
+  readonly #handler: Handler;
+  readonly #sessions = new Map<ServerHttp2Session, SessionState>();
+  readonly #options: Http2SessionOptions;
+  #closing = false;
+
+  constructor(handler: Handler, options: Http2SessionOptions) {
+    this.#handler = handler;
+    this.#options = options;
+    const { maxConcurrentStreams, maxHeaderListSize, maxClientResets: _, ...limits } = HTTP2_LIMITS;
+    const serverOptions = {
+      ...limits,
+      settings: { maxConcurrentStreams, maxHeaderListSize },
+      Http2ServerResponse: Http2Response,
+    };
+    // A request is served a turn after it came, once the frames read with it are taken in: a
+    // stream its client reset at once (Rapid Reset) is closed by then, and costs the service nothing more.
+    this.server = createServer(serverOptions, (req, res) =>
+      setImmediate(this.#serve, req, res),
+    ) as unknown as Http2Server;
+    this.server.on('session', (session) => this.#begin(session));
+  }
+
+  /** Takes a connection whose client speaks HTTP/2: the preface was read, or ALPN chose h2. */
+  accept(socket: Duplex): void {
+    // node:http keeps a connection half open when its client ends its side, and answers it itself;
+    // a session ends with its connection, as on node:http2's own server.
+    socket.allowHalfOpen = false;
+    this.server.emit('connection', socket);
+  }
+
+  /**
+   * Shutdown: each session gets a GOAWAY naming the last stream it will serve (streams the client
+   * opens after it are refused, and it may send them elsewhere), and ends once those have ended.
+   */
+  close(): void {
+    this.#closing = true;
+    for (const session of this.#sessions.keys()) session.close();
+  }
+
+  #begin(session: ServerHttp2Session): void {
+    const state: SessionState = { streams: 0, resets: 0, refused: false };
+    this.#sessions.set(session, state);
+    session.once('close', () => this.#sessions.delete(session));
+    // A session's errors (a peer that broke the protocol, a reset connection) end it; they are the client's.
+    session.on('error', () => {});
+    session.on('stream', (stream: ServerHttp2Stream) => this.#follow(session, state, stream));
+    // Nothing moved for the keep-alive timeout: GOAWAY. An idle session ends at once; streams still
+    // open (a client that stopped reading, say) have the request timeout to end, then it is closed.
+    session.setTimeout(this.#options.keepAliveTimeoutMs, () => {
+      session.close();
+      setTimeout(() => session.destroy(), this.#options.requestTimeoutMs).unref();
+    });
+    if (this.#closing) session.close();
+  }
+
+  /**
+   * Counts a stream of the session, and a reset by its client that came before the stream could be
+   * served: Node tells of a new stream once the frames read with it are taken in, so a stream reset
+   * at once (Rapid Reset) is already closed then.
+   */
+  #follow(session: ServerHttp2Session, state: SessionState, stream: ServerHttp2Stream): void {
+    state.streams += 1;
+    if (stream.destroyed) this.#countReset(session, state);
+  }
+
+  readonly #serve = (req: Http2ServerRequest, res: Http2ServerResponse): void => {
+    const { stream } = req;
+    // Reset by its client meanwhile (counted as it came, if it was then), or its session gone.
+    if (stream.destroyed) return;
+    if (this.#sessions.get(stream.session as ServerHttp2Session)?.refused !== false) {
+      stream.close(constants.NGHTTP2_REFUSED_STREAM);
+      return;
+    }
+    if (!stream.endAfterHeaders) (res as Http2Response).timer = this.#requestTimer(req, res);
+    this.#handler(req, res);
+  };
+
+  /**
+   * A request whose body has not all arrived within the request timeout gets the 408 envelope, as
+   * over HTTP/1.1, while the service is still reading it; else its stream is reset.
+   */
+  #requestTimer(req: Http2ServerRequest, res: Http2ServerResponse): NodeJS.Timeout {
+    return setTimeout(() => {
+      if (req.complete || res.writableEnded || req.stream.destroyed) return;
+      // Fastify reads the body and listens for its errors: it answers this one with the envelope.
+      if (!res.headersSent && req.listenerCount('error') > 0) req.emit('error', apiError(408));
+      else req.stream.close(constants.NGHTTP2_CANCEL);
+    }, this.#options.requestTimeoutMs).unref();
+  }
+
+  /**
+   * A stream its client reset before it was served. Past the limit, and once they are more than
+   * half of the session's streams, the session gets GOAWAY ENHANCE_YOUR_CALM: the streams the
+   * client opens after it are refused by nghttp2 without reaching the service. The connection ends
+   * a little later: closed at once with the client's frames still unread, it would be reset, and
+   * the GOAWAY lost with it.
+   */
+  #countReset(session: ServerHttp2Session, state: SessionState): void {
+    state.resets += 1;
+    if (state.refused || state.resets <= HTTP2_LIMITS.maxClientResets || 2 * state.resets <= state.streams) return;
+    state.refused = true;
+    session.goaway(constants.NGHTTP2_ENHANCE_YOUR_CALM);
+    setTimeout(() => session.destroy(), GOAWAY_GRACE_MS).unref();
+  }
+}

@@ -1,0 +1,173 @@
+import { createServer as createHttpServer, type Server as HttpServer, type RequestListener } from 'node:http';
+import type { Http2ServerRequest, Http2ServerResponse } from 'node:http2';
+import { createServer as createHttpsServer, type Server as HttpsServer } from 'node:https';
+import type { Socket } from 'node:net';
+import type { TLSSocket } from 'node:tls';
+import type { FastifyServerFactory } from 'fastify';
+import type { ServerCertificate } from './certificates.js';
+import { Http2Sessions } from './http2-sessions.js';
+
+/**
+ * The server the service listens with, for the protocols configured. With neither HTTP2 nor TLS it
+ * is Fastify's own node:http server, untouched. Otherwise it is Node's node:http (cleartext) or
+ * node:https (TLS, 1.2 and 1.3) server as Fastify would make it, so that HTTP/1.1 is served exactly
+ * as without them, and with HTTP2 its connections that speak HTTP/2 are handed to the sessions of
+ * `Http2Sessions`: in cleartext those that open with the HTTP/2 preface (prior knowledge, h2c),
+ * over TLS those for which ALPN chose h2.
+ */
+
+/** The HTTP/2 connection preface (RFC 9113, 3.4), which a client with prior knowledge sends first. */
+const PREFACE = Buffer.from('PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n', 'latin1');
+
+export interface ProtocolOptions {
+  http2: boolean;
+  /** The certificate served, or null for cleartext. */
+  certificate: ServerCertificate | null;
+  headersTimeoutMs: number;
+  requestTimeoutMs: number;
+  keepAliveTimeoutMs: number;
+}
+
+/** Fastify's server options the factory applies as Fastify applies them to its own server. */
+interface FastifyServerOptions {
+  http?: object;
+  keepAliveTimeout: number;
+  requestTimeout: number;
+  connectionTimeout: number;
+}
+
+/** The answer to a request, over HTTP/1.1 or HTTP/2: Fastify's handler takes both. */
+type Handler = RequestListener & ((request: Http2ServerRequest, response: Http2ServerResponse) => void);
+
+/**
+ * Reads the first bytes of a cleartext connection until they are the HTTP/2 preface, or cannot be
+ * (a byte differs), and hands the connection over with those bytes unread: to `http2` or `http1`.
+ * A connection that says nothing for the headers timeout gets `silent` instead.
+ */
+function sniffPreface(
+  socket: Socket,
+  timeoutMs: number,
+  http1: (socket: Socket) => void,
+  http2: (socket: Socket) => void,
+  silent: (socket: Socket) => void,
+): void {
+  let seen: Buffer = Buffer.alloc(0);
+  const timer = setTimeout(() => {
+    stop();
+    silent(socket);
+  }, timeoutMs);
+  const stop = () => {
+    clearTimeout(timer);
+    socket.off('readable', read);
+    socket.off('end', gone);
+    socket.off('error', gone);
+    socket.off('close', stop);
+  };
+  const gone = () => {
+    stop();
+    socket.destroy();
+  };
+  const read = () => {
+    for (let chunk: Buffer | null = socket.read(); chunk !== null; chunk = socket.read()) {
+      seen = seen.length === 0 ? chunk : Buffer.concat([seen, chunk]);
+    }
+    const n = Math.min(seen.length, PREFACE.length);
+    const preface = seen.compare(PREFACE, 0, n, 0, n) === 0;
+    if (preface && seen.length < PREFACE.length) return;
+    stop();
+    // Read ahead: the HTTP/1.1 parser or the session reads these bytes first.
+    if (seen.length > 0) socket.unshift(seen);
+    if (preface) http2(socket);
+    else {
+      http1(socket);
+      socket.resume();
+    }
+  };
+  socket.on('readable', read);
+  socket.once('end', gone);
+  socket.once('error', gone);
+  // Closed meanwhile (shutdown closes the connections that have sent nothing): nothing to wait for.
+  socket.once('close', stop);
+}
+
+/**
+ * Hands each HTTP/2 connection of `server` to `sessions`, and the others to the server's own
+ * HTTP/1.1 listener; `event` is where the server takes its connections.
+ */
+function divertHttp2(server: HttpServer | HttpsServer, sessions: Http2Sessions, options: ProtocolOptions): void {
+  const event = options.certificate === null ? 'connection' : 'secureConnection';
+  const [http1] = server.listeners(event) as ((socket: Socket) => void)[];
+  if (http1 === undefined) throw new Error(`node:http has no ${event} listener to take HTTP/1.1 from`);
+  server.removeListener(event, http1);
+  const toHttp1 = (socket: Socket) => http1.call(server, socket);
+  const toHttp2 = (socket: Socket) => sessions.accept(socket);
+  if (options.certificate !== null) {
+    server.on(event, (socket: TLSSocket) => (socket.alpnProtocol === 'h2' ? toHttp2(socket) : toHttp1(socket)));
+  } else {
+    // A connection that says nothing gets the HTTP/1.1 408 it gets without HTTP/2, from the same handler.
+    const timedOut = (socket: Socket) =>
+      server.emit(
+        'clientError',
+        Object.assign(new Error('Request timeout'), { code: 'ERR_HTTP_REQUEST_TIMEOUT' }),
+        socket,
+      );
+    server.on(event, (socket: Socket) => sniffPreface(socket, options.headersTimeoutMs, toHttp1, toHttp2, timedOut));
+  }
+  // Closing the server (shutdown) sends each session its GOAWAY.
+  const close = server.close;
+  server.close = function (this: typeof server, callback?: (error?: Error) => void) {
+    sessions.close();
+    return close.call(this, callback);
+  } as typeof server.close;
+}
+
+/**
+ * Fastify's `serverFactory` for the protocols configured, or undefined with neither HTTP2 nor TLS:
+ * Fastify's own node:http server then.
+ */
+export function protocolServerFactory(options: ProtocolOptions): FastifyServerFactory | undefined {
+  if (!options.http2 && options.certificate === null) return undefined;
+  return (handler, fastify) => {
+    const { http, keepAliveTimeout, requestTimeout, connectionTimeout } = fastify as unknown as FastifyServerOptions;
+    const serve = handler as Handler;
+    const { certificate } = options;
+    const server: HttpServer | HttpsServer =
+      certificate === null
+        ? createHttpServer({ ...http }, serve)
+        : createHttpsServer(
+            {
+              ...http,
+              ...certificate.serverOptions,
+              ALPNProtocols: options.http2 ? ['h2', 'http/1.1'] : ['http/1.1'],
+              // A connection that has not finished its handshake within the headers timeout is closed.
+              handshakeTimeout: options.headersTimeoutMs,
+            },
+            serve,
+          );
+    // As Fastify sets its own server.
+    server.keepAliveTimeout = keepAliveTimeout;
+    server.requestTimeout = requestTimeout;
+    server.setTimeout(connectionTimeout);
+    if (certificate !== null) {
+      // A handshake that fails has no HTTP to answer in: node:https would hand it to the HTTP/1.1
+      // client errors, whose answers are HTTP text.
+      server.removeAllListeners('tlsClientError');
+      server.on('tlsClientError', (_error: Error, socket: TLSSocket) => socket.destroy());
+    }
+    if (options.http2) {
+      const sessions = new Http2Sessions(serve, {
+        requestTimeoutMs: options.requestTimeoutMs,
+        keepAliveTimeoutMs: options.keepAliveTimeoutMs,
+      });
+      // What Node would answer by itself, with a bare status, goes where it goes over HTTP/1.1: an
+      // Expect it cannot meet, and CONNECT.
+      for (const event of ['checkExpectation', 'connect'] as const) {
+        sessions.server.on(event, (request: Http2ServerRequest, response: Http2ServerResponse) => {
+          server.emit(event, request, response);
+        });
+      }
+      divertHttp2(server, sessions, options);
+    }
+    return server as unknown as HttpServer;
+  };
+}
