@@ -4,14 +4,10 @@ import { existsSync } from 'node:fs';
 import { constants as http2, connect as http2Connect } from 'node:http2';
 import { performance } from 'node:perf_hooks';
 import { after, before, describe, it } from 'node:test';
-import Fastify, { type FastifyInstance } from 'fastify';
+import type { FastifyInstance } from 'fastify';
 import { Agent, request } from 'undici';
 import { buildApp } from '../../src/app.js';
 import type { Config } from '../../src/config.js';
-import { apiPathTest } from '../../src/lib/api-path.js';
-import { RequestLog } from '../../src/logging/request-log.js';
-import { errorsPlugin } from '../../src/plugins/errors.js';
-import { faultsPlugin } from '../../src/plugins/faults.js';
 import {
   assertEnvelope,
   LogCapture,
@@ -697,29 +693,13 @@ describe('delays and shutdown: the built server', () => {
   });
 });
 
-describe('over HTTP/2: the plugin on an h2c app of its own', () => {
-  // The service speaks HTTP/1.1; the plugin is held to HTTP/2's semantics on a bare Fastify app.
+describe('over HTTP/2 (h2c)', () => {
   let app: FastifyInstance;
   let origin: string;
   const log = new LogCapture();
   before(async () => {
-    const requestLog = new RequestLog(log, 'info');
-    // Typed as the service's HTTP/1.1 app, whose plugins it registers.
-    app = Fastify({
-      http2: true,
-      logger: { level: 'info', stream: log },
-      logController: requestLog,
-      requestIdHeader: 'x-request-id',
-    }) as unknown as FastifyInstance;
-    await app.register(errorsPlugin);
-    await app.register(faultsPlugin, {
-      settings: { errorRate: 0, errorStatus: 503, delayRate: 0, delayMs: { min: 0, max: 0 }, headers: true },
-      isApiPath: apiPathTest('/'),
-      requestLog,
-      registry: null,
-      shutdownTimeoutMs: 1000,
-    });
-    app.get('/api/hello', async () => ({ message: 'Hello, World!', padding: 'x'.repeat(100) }));
+    const config = testConfig({ http2: true, faultHeaders: true, logLevel: 'info', rateLimitMax: 0 });
+    app = await buildApp(config, { logStream: log });
     origin = await app.listen({ host: '127.0.0.1', port: 0 });
   });
   after(() => app.close());
