@@ -4,8 +4,8 @@
  * 250 ns here), and under load one turn ends dozens of requests; their readings differ by at most
  * the length of the turn, which is nothing to a log line's millisecond or a rate-limit window.
  */
-export function turnClock(read: () => number): () => number {
-  let time = 0;
+export function turnClock<Time>(read: () => Time): () => Time {
+  let time = undefined as Time;
   let fresh = false;
   const expire = (): void => {
     fresh = false;

@@ -6,8 +6,8 @@ import { turnClock } from '../lib/turn-clock.js';
 
 const INFO = levels.values.info as number;
 
-/** The lines' `time`, as pino writes it: the epoch's milliseconds, read once per turn of the event loop. */
-const now = turnClock(Date.now);
+/** The lines' `time`, as pino writes it: the epoch's milliseconds, read and written once per turn of the event loop. */
+const now = turnClock(() => String(Date.now()));
 
 /** What else must know of every finished request: the route template (null for none) and its duration. */
 export type CompletionListener = (

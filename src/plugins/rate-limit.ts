@@ -70,16 +70,16 @@ export class RateLimiter {
   #answer({ current, ttl }: RateLimitCount, reply: FastifyReply, done: (error?: Error) => void): void {
     const max = this.#max;
     const reset = Math.ceil(ttl / 1000);
-    const remaining = current <= max ? max - current : 0;
+    // As text: Node would turn a number into text twice, once to check it and once to send it.
     reply
       .header('ratelimit-limit', this.#limit)
-      .header('ratelimit-remaining', remaining)
-      .header('ratelimit-reset', reset);
+      .header('ratelimit-remaining', String(current <= max ? max - current : 0))
+      .header('ratelimit-reset', String(reset));
     if (current <= max) {
       done();
       return;
     }
-    reply.header('retry-after', reset);
+    reply.header('retry-after', String(reset));
     done(rateLimitExceeded(max, reset));
   }
 

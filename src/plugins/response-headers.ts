@@ -103,13 +103,16 @@ const PREFLIGHT_HEADERS: HeaderSet = {
 /** The kinds of answer, each with its own fixed headers. */
 type Kind = 'api' | 'data' | 'page';
 
+/** A set of headers as a request's hook sets them: name and value, in turn. */
+type HeaderList = readonly (readonly [string, string])[];
+
 /** The fixed headers of one kind of answer: without CORS, and for each origin allowed to read it. */
 interface Sets {
-  readonly plain: HeaderSet;
+  readonly plain: HeaderList;
   /** With `*`: the one set of every request that sends an Origin. */
-  readonly anyOrigin: HeaderSet | undefined;
+  readonly anyOrigin: HeaderList | undefined;
   /** With a list of origins: the set of each. */
-  readonly byOrigin: ReadonlyMap<string, HeaderSet>;
+  readonly byOrigin: ReadonlyMap<string, HeaderList>;
 }
 
 /** The documentation's routes that serve data, not the page: its document as JSON and YAML. */
@@ -133,13 +136,14 @@ export class ResponseHeaders {
     this.#isApiPath = isApiPath;
     this.#docs = `${contextPath === '/' ? '' : contextPath}/docs`;
     const sets = (fixed: HeaderSet): Sets => {
-      const cors = (origin: string): HeaderSet => ({
-        ...fixed,
-        'access-control-allow-origin': origin,
-        'access-control-expose-headers': EXPOSED_HEADERS.join(', '),
-      });
+      const cors = (origin: string): HeaderList =>
+        Object.entries({
+          ...fixed,
+          'access-control-allow-origin': origin,
+          'access-control-expose-headers': EXPOSED_HEADERS.join(', '),
+        });
       return {
-        plain: fixed,
+        plain: Object.entries(fixed),
         anyOrigin: corsOrigins === '*' ? cors('*') : undefined,
         byOrigin: new Map(corsOrigins === '*' ? [] : corsOrigins.map((origin) => [origin, cors(origin)])),
       };
@@ -161,12 +165,14 @@ export class ResponseHeaders {
 
   /**
    * Sets a request's fixed headers on its reply. Answers whether the request's origin may read
-   * the answer: only then is a preflight answered.
+   * the answer: only then is a preflight answered. Each set is a ready list, walked as it is: a
+   * header object would be read key by key, by names that differ from one read to the next.
    */
   static #set(sets: Sets, request: FastifyRequest, reply: FastifyReply): boolean {
     const origin = request.headers.origin;
     const set = origin === undefined ? sets.plain : (sets.anyOrigin ?? sets.byOrigin.get(origin));
-    reply.headers(set ?? sets.plain).header('x-request-id', request.id);
+    for (const [name, value] of set ?? sets.plain) reply.header(name, value);
+    reply.header('x-request-id', request.id);
     return set !== undefined && origin !== undefined;
   }
 
