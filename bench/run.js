@@ -122,8 +122,9 @@ async function otlpSink() {
 const tracing = options.tracing ? await otlpSink() : null;
 
 /**
- * With --parts, the service with one default at a time turned off, then all three, and bare
- * Fastify: what each part of the production defaults costs, and what the framework does.
+ * With --parts, the service with one default at a time turned off, then all three, bare Fastify,
+ * and node:http writing the headers of every answer of the service: what each part of the production
+ * defaults costs, what the framework does, and what the runtime charges for the contract's headers.
  */
 const PARTS = [
   serviceServer('no-log', 'LOG_LEVEL=warn', root, { LOG_LEVEL: 'warn' }),
@@ -131,6 +132,13 @@ const PARTS = [
   serviceServer('no-limit', 'RATE_LIMIT_MAX=0', root, { RATE_LIMIT_MAX: '0' }),
   serviceServer('none', 'all three off', root, { LOG_LEVEL: 'warn', METRICS_ENABLED: 'false', RATE_LIMIT_MAX: '0' }),
   { key: 'fastify', label: 'bare Fastify', cwd: root, script: 'bench/servers/fastify.js', env: {} },
+  {
+    key: 'node-headers',
+    label: "node:http with the contract's headers",
+    cwd: root,
+    script: 'bench/servers/node-http.js',
+    env: { CONTRACT_HEADERS: 'true' },
+  },
 ];
 
 /**
