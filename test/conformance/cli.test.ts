@@ -1,26 +1,17 @@
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { createServer, type Server } from 'node:http';
+import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type { Report } from '../../src/conformance/index.js';
 import { listening } from '../helpers.js';
+import { type Run, run } from '../run-command.js';
 import { ROOT } from '../server-process.js';
 import { startBrokenServer } from './broken-server.js';
 
 /** `greeting-service conformance ...` as a user runs it: the built process entry (npm run build first). */
-async function conformance(...args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  const child = spawn(process.execPath, ['dist/server.js', 'conformance', ...args], { cwd: ROOT });
-  let stdout = '';
-  let stderr = '';
-  child.stdout.setEncoding('utf8').on('data', (chunk: string) => {
-    stdout += chunk;
-  });
-  child.stderr.setEncoding('utf8').on('data', (chunk: string) => {
-    stderr += chunk;
-  });
-  const [code] = (await once(child, 'close')) as [number | null];
-  return { code, stdout, stderr };
+function conformance(...args: string[]): Promise<Run> {
+  return run(process.execPath, [join(ROOT, 'dist', 'server.js'), 'conformance', ...args]);
 }
 
 const LINE = /^(pass|fail|skip) {2}[a-z-]+\.[a-z-]+ {2}\[[^\]]+\] {2}\S.*$/;
