@@ -6,8 +6,12 @@ import { turnClock } from '../lib/turn-clock.js';
 
 const INFO = levels.values.info as number;
 
-/** The lines' `time`, as pino writes it: the epoch's milliseconds, read and written once per turn of the event loop. */
-const now = turnClock(() => String(Date.now()));
+/** What a line begins with, to its request id: its `time` (the epoch's milliseconds, as pino writes it) made once per turn of the event loop. */
+const BINDINGS = `,"pid":${process.pid},"hostname":${JSON.stringify(hostname())},"request_id":"`;
+const lineHead = turnClock(() => `{"level":${INFO},"time":${Date.now()}${BINDINGS}`);
+
+/** How many methods have their piece of the line kept: any token is a method over HTTP/2. */
+const KEPT_METHODS = 64;
 
 /** What else must know of every finished request: the route template (null for none) and its duration. */
 export type CompletionListener = (
@@ -120,8 +124,9 @@ export class RequestLog extends LogController {
   readonly #listeners: CompletionListener[] = [];
   readonly #stream: DestinationStream;
   readonly #enabled: boolean;
-  readonly #prefix = `{"level":${INFO},"time":`;
-  readonly #bindings = `,"pid":${process.pid},"hostname":${JSON.stringify(hostname())},"request_id":"`;
+  /** The line's pieces from the method to the url, and from the route to the status, made once for each method and route. */
+  readonly #methodPieces = new Map<string, string>();
+  readonly #routePieces = new Map<string | null, string>([[null, ',"route":null,"status":']]);
   #traceIdsOf: TraceIdsOf = () => null;
   /** Null unless faults are injected: then a line names them. */
   #faultsOf: FaultsOf | null = null;
@@ -149,6 +154,24 @@ export class RequestLog extends LogController {
   /** Where each line's `fault` comes from, when faults are injected. */
   faultsOf(find: FaultsOf): void {
     this.#faultsOf = find;
+  }
+
+  #methodPiece(method: string): string {
+    let piece = this.#methodPieces.get(method);
+    if (piece === undefined) {
+      piece = `,"method":${jsonString(method)},"url":`;
+      if (this.#methodPieces.size < KEPT_METHODS) this.#methodPieces.set(method, piece);
+    }
+    return piece;
+  }
+
+  #routePiece(route: string | null): string {
+    let piece = this.#routePieces.get(route);
+    if (piece === undefined) {
+      piece = `,"route":"${route}","status":`;
+      this.#routePieces.set(route, piece);
+    }
+    return piece;
   }
 
   // The completed line says all there is to say; a second line per request would double the volume.
@@ -180,11 +203,10 @@ export class RequestLog extends LogController {
       // The ids are lower-case hex, written as they are.
       const ids = trace === null ? '' : `,"trace_id":"${trace.traceId}","span_id":"${trace.spanId}"`;
       this.#stream.write(
-        `${this.#prefix}${now()}${this.#bindings}${request.id}"${ids},"method":${jsonString(request.method)}` +
+        `${lineHead()}${request.id}"${ids}${this.#methodPiece(request.method)}${jsonString(request.originalUrl)}` +
           // As sent: /api/v1/hello, not the /api/hello it was routed as.
-          `,"url":${jsonString(request.originalUrl)}${version === undefined ? '' : `,"http_version":"${version}"`}` +
-          `,"route":${route === null ? 'null' : `"${route}"`}` +
-          `,"status":${reply.statusCode}${fault === null ? '' : `,"fault":"${fault}"`}` +
+          `${version === undefined ? '' : `,"http_version":"${version}"`}${this.#routePiece(route)}` +
+          `${reply.statusCode}${fault === null ? '' : `,"fault":"${fault}"`}` +
           `,"duration_ms":${durationMs},"msg":"request completed"}\n`,
       );
     }

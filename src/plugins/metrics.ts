@@ -12,6 +12,13 @@ const LABELS = ['method', 'route', 'status'] as const;
 /** Seconds. The service answers most requests well within a millisecond, so the buckets start below one. */
 const DURATION_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
 
+/** A series of the duration histogram, with the method and status it counts. */
+interface KnownSeries {
+  readonly method: string;
+  readonly status: number;
+  readonly series: HistogramSeries<(typeof LABELS)[number]>;
+}
+
 let processRegistry: Registry | undefined;
 
 /**
@@ -58,18 +65,25 @@ export const metricsPlugin = fp(
     });
     app.decorate('metricsRegistry', Registry.merge([processMetrics(), registry]));
 
-    // Each series is made on its first request and found after by a plain key.
-    const series = new Map<string, HistogramSeries<(typeof LABELS)[number]>>();
+    // Each series is made on its first request and found after by its route's template (the same
+    // string for every request of a route), then by method and status: no key is made per request.
+    const known = new Map<string, KnownSeries[]>();
     requestLog.onCompleted((request, reply, route, ms) => {
       const template = route ?? UNMATCHED_ROUTE;
+      const { method } = request;
       const status = reply.statusCode;
-      const key = `${request.method} ${status} ${template}`;
-      let found = series.get(key);
-      if (found === undefined) {
-        found = duration.series([request.method, template, String(status)]);
-        series.set(key, found);
+      let ofRoute = known.get(template);
+      if (ofRoute === undefined) {
+        ofRoute = [];
+        known.set(template, ofRoute);
       }
-      found.observe(ms / 1000);
+      let found: KnownSeries | undefined;
+      for (const entry of ofRoute) if (entry.status === status && entry.method === method) found = entry;
+      if (found === undefined) {
+        found = { method, status, series: duration.series([method, template, String(status)]) };
+        ofRoute.push(found);
+      }
+      found.series.observe(ms / 1000);
     });
   },
   { name: 'metrics' },

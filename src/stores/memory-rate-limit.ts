@@ -47,6 +47,8 @@ export class MemoryRateLimitStore implements RateLimitStore {
   readonly #maxKeyCharacters: number;
   readonly #now: () => number;
   readonly #lastAnswer = { current: 0, ttl: 0 };
+  /** When the oldest window ends, as last seen: windows end in the order they began, so none ends before. */
+  #oldestEndsAt = 0;
   #keyCharacters = 0;
 
   constructor({
@@ -105,10 +107,16 @@ export class MemoryRateLimitStore implements RateLimitStore {
    * shrinks back once clients go away, with no timer and no full scan.
    */
   #dropExpired(now: number): void {
+    if (now < this.#oldestEndsAt) return;
     for (let i = 0; i < 2; i++) {
       const first = this.#windows.entries().next();
-      if (first.done === true || first.value[1].endsAt > now) return;
-      this.#delete(first.value[0]);
+      if (first.done === true) return;
+      const [key, { endsAt }] = first.value;
+      if (endsAt > now) {
+        this.#oldestEndsAt = endsAt;
+        return;
+      }
+      this.#delete(key);
     }
   }
 

@@ -17,4 +17,19 @@ describe('turnClock', () => {
     assert.equal(now(), 3, 'turns without a reading read nothing');
     assert.equal(readings, 3);
   });
+
+  it('reads each of several clocks once per turn', async () => {
+    let a = 0;
+    let b = 0;
+    const first = turnClock(() => ++a);
+    const second = turnClock(() => ++b);
+    assert.deepEqual([first(), second(), first(), second()], [1, 1, 1, 1]);
+    await nextTurn();
+    assert.equal(second(), 2, 'read again in the next turn');
+    assert.equal(first(), 2);
+    await nextTurn();
+    assert.equal(first(), 3, 'a clock read alone still moves on');
+    assert.equal(first(), 3);
+    assert.deepEqual([a, b], [3, 2]);
+  });
 });
