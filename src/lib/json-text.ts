@@ -16,6 +16,13 @@ export function jsonString(text: string): string {
 const QUOTE = 0x22;
 const BACKSLASH = 0x5c;
 
+/** Whether the character at `at` follows an odd number of backslashes, which escape it. */
+function isEscaped(text: string, at: number): boolean {
+  let before = at - 1;
+  while (text.charCodeAt(before) === BACKSLASH) before--;
+  return (at - 1 - before) % 2 === 1;
+}
+
 function isJsonWhitespace(code: number): boolean {
   return code === 0x20 || code === 0x0a || code === 0x0d || code === 0x09;
 }
@@ -33,15 +40,11 @@ export function compactJson(text: string): string {
   while (i < length) {
     const code = text.charCodeAt(i);
     if (code === QUOTE) {
-      // Skip the whole string; in valid JSON a backslash always escapes the next character.
-      i++;
-      while (i < length) {
-        const c = text.charCodeAt(i);
-        if (c === BACKSLASH) i += 2;
-        else if (c === QUOTE) break;
-        else i++;
-      }
-      i++;
+      // Skip the whole string, to the first quote no backslash escapes: found by indexOf, at the
+      // runtime's speed rather than a character at a time.
+      let end = text.indexOf('"', i + 1);
+      while (end !== -1 && isEscaped(text, end)) end = text.indexOf('"', end + 1);
+      i = end === -1 ? length : end + 1; // -1: no end, which valid JSON never has
     } else if (isJsonWhitespace(code)) {
       out += text.slice(start, i);
       while (i < length && isJsonWhitespace(text.charCodeAt(i))) i++;

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import fc from 'fast-check';
 import { Decimal } from '../../src/lib/decimal.js';
-import { deepJson, exactJson, jsonString } from '../../src/lib/json-text.js';
+import { compactJson, deepJson, exactJson, jsonString } from '../../src/lib/json-text.js';
 
 describe('exactJson', () => {
   it('writes decimals as exact JSON numbers in plain notation', () => {
@@ -61,5 +61,17 @@ describe('jsonString', () => {
     for (const text of ['', '"', '\\', '\u0000', '\u001f', '\u007f', '\ud800', '\udc00x', '😀', '/api/hello?a=b']) {
       assert.equal(jsonString(text), JSON.stringify(text), JSON.stringify(text));
     }
+  });
+});
+
+describe('compactJson', () => {
+  it('keeps strings as written, however many backslashes come before a quote', () => {
+    const text = '{ "a\\\\" : "b\\\\\\"c" ,\n "d\\"" : [ 1 , "\\\\\\\\" ] }';
+    assert.equal(compactJson(text), '{"a\\\\":"b\\\\\\"c","d\\"":[1,"\\\\\\\\"]}');
+    assert.deepEqual(JSON.parse(compactJson(text)), JSON.parse(text));
+  });
+
+  it('ends on a string that never closes, which valid JSON never has', () => {
+    assert.equal(compactJson('[ "a\\"'), '["a\\"');
   });
 });
