@@ -58,7 +58,7 @@ export class RateLimiter {
   /** What a request is answered with when the store failed: let through, as if first in a new window. */
   readonly #uncounted: RateLimitCount;
   /** The last client address counted, and its key: most requests come from an address seen just before. */
-  #lastAddress: string | undefined;
+  #lastAddress: string | null = null;
   #lastKey = '';
 
   constructor({ max, windowMs, store }: RateLimitOptions) {
