@@ -1,7 +1,7 @@
 import { isIPv4, isIPv6 } from 'node:net';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
-import { Address6 } from 'ip-address';
+import ipaddr from 'ipaddr.js';
 import { rateLimitExceeded } from '../errors.js';
 import type { ApiPathTest } from '../lib/api-path.js';
 import type { RateLimitCount, RateLimitStore } from '../stores/rate-limit.js';
@@ -21,9 +21,9 @@ function addressKey(address: string | undefined): string | undefined {
   if (address === undefined) return undefined;
   if (isIPv4(address)) return address; // the common case, tested first: dotted decimal has one spelling
   if (address.length > MAX_ADDRESS_LENGTH || !isIPv6(address)) return undefined;
-  const parsed = new Address6(address);
-  if (parsed.isMapped4()) return parsed.to4().correctForm();
-  return new Address6(`${address}/64`).startAddress().correctForm();
+  const parsed = ipaddr.IPv6.parse(address);
+  if (parsed.isIPv4MappedAddress()) return parsed.toIPv4Address().toString();
+  return new ipaddr.IPv6([...parsed.parts.slice(0, 4), 0, 0, 0, 0]).toRFC5952String();
 }
 
 /**
