@@ -1,18 +1,40 @@
 /**
- * Bundles the service (src/main.ts) and everything it imports into dist/main.js (over the file tsc
- * wrote), and the parts it imports only when asked for (the Redis client, span export, the OpenAPI
- * document and the documentation page) into chunks of their own beside it (dist/main.*.js). Node then reads
- * and compiles a few files at start-up instead of resolving and loading some 2,000 modules, and
- * never reads what the configuration does not use. The process entry, dist/server.js, stays as tsc
- * wrote it: a few lines that install the signal handlers before they import this bundle.
- * dist/app.js and the other modules stay as tsc wrote them, for `import`.
+ * First compiles the service's schemas into code (dist/schema-code-table.cjs; src/lib/schema-code.ts
+ * says why), from the service as tsc built it, with every optional route on. Then bundles the
+ * service (src/main.ts) and everything it imports, that table in place of src/lib/schema-code-table.ts,
+ * into dist/main.js (over the file tsc wrote), and the parts it imports only when asked for (the
+ * Redis client, span export, the OpenAPI document and the documentation page) into chunks of their
+ * own beside it (dist/main.*.js). Node then reads and compiles a few files at start-up instead of
+ * resolving and loading some 2,000 modules, and never reads what the configuration does not use.
+ * The process entry, dist/server.js, stays as tsc wrote it: a few lines that install the signal
+ * handlers before they import this bundle. dist/app.js and the other modules stay as tsc wrote
+ * them, for `import`.
  *
  * Whitespace and comments are left out and the syntax shortened, which halves what V8 reads and
  * holds at start-up (and keeps the source in one byte per character: a comment outside ASCII
  * would double it); names are kept, so a stack trace still names its functions.
  */
-import { readdirSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
 import { build } from 'esbuild';
+import { buildApp } from '../dist/app.js';
+import { DEFAULT_CONFIG } from '../dist/config.js';
+import { SchemaCode } from '../dist/lib/schema-code.js';
+
+const TABLE = resolve('dist/schema-code-table.cjs');
+const secrets = mkdtempSync(join(tmpdir(), 'greeting-service-build-'));
+try {
+  const adminTokenFile = join(secrets, 'admin-token');
+  writeFileSync(adminTokenFile, 'a'.repeat(32));
+  const schemaCode = new SchemaCode({ table: {}, record: true });
+  const app = await buildApp({ ...DEFAULT_CONFIG, logLevel: 'silent', adminTokenFile }, { schemaCode });
+  await app.ready();
+  writeFileSync(TABLE, schemaCode.compileTable());
+  await app.close();
+} finally {
+  rmSync(secrets, { recursive: true, force: true });
+}
 
 /** The chunks of an earlier build, named as below: a chunk's name changes with its content. */
 const CHUNK = /^main\.[\w-]+\.js$/;
@@ -42,6 +64,23 @@ await build({
     '@opentelemetry/exporter-*',
     '@opentelemetry/resources',
     '@opentelemetry/sdk-*',
+    // The schema compilers, loaded only for a schema the table lacks; their run-time parts that
+    // the compiled code requires are small files read when a route first uses them.
+    '@fastify/ajv-compiler',
+    '@fastify/fast-json-stringify-compiler',
+    'ajv',
+    'ajv-errors',
+    'ajv-formats',
+    // Fastify's inject(), for tests: the service never calls it.
+    'light-my-request',
+  ],
+  plugins: [
+    {
+      name: 'schema-code-table',
+      setup(bundler) {
+        bundler.onResolve({ filter: /\/schema-code-table\.js$/ }, () => ({ path: TABLE }));
+      },
+    },
   ],
   // The CommonJS packages inside the bundle call require(); an ES module has none of its own.
   banner: {

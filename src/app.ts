@@ -1,5 +1,5 @@
 import type { Server as TlsServer } from 'node:tls';
-import { SerializerSelector } from '@fastify/fast-json-stringify-compiler';
+import type { ValidatorFactory } from '@fastify/ajv-compiler';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import Fastify, { type FastifyInstance } from 'fastify';
 import { type DestinationStream, destination } from 'pino';
@@ -10,7 +10,7 @@ import { ServerCertificate } from './http/certificates.js';
 import { protocolServerFactory } from './http/protocols.js';
 import { SocketAnswers } from './http/socket-answers.js';
 import { apiPathTest } from './lib/api-path.js';
-import { compileOnFirstUse } from './lib/compile-on-first-use.js';
+import { SchemaCode } from './lib/schema-code.js';
 import { RequestLog, requestLogger } from './logging/request-log.js';
 import { errorsPlugin, sendError } from './plugins/errors.js';
 import { faultsPlugin } from './plugins/faults.js';
@@ -22,7 +22,7 @@ import { RateLimiter, rateLimitPlugin } from './plugins/rate-limit.js';
 import { API_SECURITY_HEADERS, ResponseHeaders, responseHeadersPlugin } from './plugins/response-headers.js';
 import { shutdownPlugin } from './plugins/shutdown.js';
 import { tracingPlugin } from './plugins/tracing.js';
-import { validationPlugin } from './plugins/validation.js';
+import { validationPlugin, validatorCompiler } from './plugins/validation.js';
 import { versionedUrlRewriter, versioningPlugin } from './plugins/versioning.js';
 import { adminRoutes } from './routes/admin.js';
 import { currencyRoutes } from './routes/currencies.js';
@@ -35,7 +35,6 @@ import { metricsRoute } from './routes/metrics.js';
 import { openapiRoute } from './routes/openapi.js';
 import { profileRoutes } from './routes/profile.js';
 import { searchRoutes } from './routes/search.js';
-import { VISIBLE_LINE } from './schemas.js';
 import { Readiness } from './services/readiness.js';
 import type { ProfileStore } from './stores/profile.js';
 import type { RateLimitStore } from './stores/rate-limit.js';
@@ -49,9 +48,9 @@ export interface AppOptions {
   profileStore?: ProfileStore;
   /** Where the rate limiter counts requests; by default per `redisUrl`, in Redis or a new in-memory store. */
   rateLimitStore?: RateLimitStore;
+  /** Where the validators and serializers come from; by default the code compiled with the service. */
+  schemaCode?: SchemaCode;
 }
-
-const buildSerializer = SerializerSelector();
 
 /** TRUST_PROXY as Fastify takes it: a hop count as a function, since Fastify reads a number as no trust at all. */
 function trustProxyOption(
@@ -59,12 +58,6 @@ function trustProxyOption(
 ): boolean | string[] | ((address: string, hop: number) => boolean) {
   if (typeof trust === 'number') return (_address, hop) => hop < trust;
   return typeof trust === 'boolean' ? trust : [...trust];
-}
-
-/** Fastify's own response serializers (fast-json-stringify), each compiled when first used. */
-function lazySerializers(...args: Parameters<typeof buildSerializer>): ReturnType<typeof buildSerializer> {
-  const compile = buildSerializer(...args);
-  return (route) => compileOnFirstUse(() => compile(route));
 }
 
 declare module 'fastify' {
@@ -77,6 +70,7 @@ declare module 'fastify' {
 /** The whole service as a Fastify instance, not yet listening: what the server and every test build. */
 export async function buildApp(config: Config, options: AppOptions = {}): Promise<FastifyInstance> {
   const logStream = options.logStream ?? destination(1);
+  const schemaCode = options.schemaCode ?? new SchemaCode();
   const requestLog = new RequestLog(logStream, config.logLevel, config.http2);
   const isApiPath = apiPathTest(config.contextPath);
   const headers = new ResponseHeaders(config.corsOrigins, config.contextPath, isApiPath);
@@ -102,10 +96,13 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
     logger: { level: config.logLevel, stream: logStream },
     logController: requestLog,
     childLoggerFactory: requestLogger,
-    schemaController: { compilersFactory: { buildSerializer: lazySerializers } },
-    // The serialiser's validator only tells the branches of a union apart: the service's own
-    // format is known to it, and it need not check it.
-    serializerOpts: { ajv: { formats: { [VISIBLE_LINE]: true } } },
+    schemaController: {
+      compilersFactory: {
+        // Typed as Ajv's compile; Fastify calls it as the compiler setValidatorCompiler takes.
+        buildValidator: (() => validatorCompiler(schemaCode)) as unknown as ValidatorFactory,
+        buildSerializer: schemaCode.buildSerializer,
+      },
+    },
     requestIdHeader: false, // ids are vetted by requestId, not taken as they come
     genReqId: (request) => headers.requestId(request),
     rewriteUrl: versionedUrlRewriter(config.contextPath),

@@ -1,15 +1,14 @@
-import { Ajv, type ErrorObject, type Options } from 'ajv';
-import ajvErrors from 'ajv-errors';
+import type { ErrorObject } from 'ajv';
 import type { FastifySchemaCompiler } from 'fastify';
 import fp from 'fastify-plugin';
 import { type ErrorDetail, GIVEN_ONCE, validationError } from '../errors.js';
-import { compileOnFirstUse, onFirstUse } from '../lib/compile-on-first-use.js';
+import { compileOnFirstUse } from '../lib/compile-on-first-use.js';
 import { pointerSegments } from '../lib/json-pointer.js';
-import { FORMATS } from '../schemas.js';
+import type { SchemaCode } from '../lib/schema-code.js';
 
 /**
- * Request validation, by one Ajv instance that reports every error at once, with `errorMessage`
- * (ajv-errors) for readable messages:
+ * Request validation, by Ajv validators that report every error at once, with `errorMessage`
+ * (ajv-errors) for readable messages (src/lib/schema-code.ts compiles them):
  *
  * - bodies are never coerced: `{"name": 123}` is a wrong type, not the string "123";
  * - query strings and path parameters are strings on the wire, so a property declared as a
@@ -21,14 +20,6 @@ import { FORMATS } from '../schemas.js';
  * and was sent several times (an array, as the query string parser reads it) is reported as
  * such, whatever else its rule says.
  */
-
-const AJV_OPTIONS: Options = {
-  allErrors: true,
-  useDefaults: true,
-  removeAdditional: false,
-  coerceTypes: false,
-  strict: true,
-};
 
 const INTEGER = /^-?\d+$/;
 const DECIMAL = /^-?\d+(?:\.\d+)?$/;
@@ -63,17 +54,12 @@ function repeatedParameter(error: ErrorObject, data: Parameters, single: Set<str
     : error;
 }
 
-function createCompiler(): FastifySchemaCompiler<ParameterSchema> {
-  // Made when the first validator is compiled: making it compiles Ajv's own meta-schemas.
-  const ajv = onFirstUse(() => {
-    const made = new Ajv(AJV_OPTIONS);
-    ajvErrors.default(made);
-    for (const [name, validate] of Object.entries(FORMATS)) made.addFormat(name, { type: 'string', validate });
-    return made;
-  });
-  return ({ schema, httpPart }) =>
-    compileOnFirstUse(() => {
-      const validate = ajv().compile(schema);
+/** Fastify's validator compiler: the route's schema validated by `schemaCode`'s validator, as above. */
+export function validatorCompiler(schemaCode: SchemaCode): FastifySchemaCompiler<ParameterSchema> {
+  return ({ schema, httpPart }) => {
+    const validator = schemaCode.validator(schema);
+    return compileOnFirstUse(() => {
+      const validate = validator();
       if (httpPart === 'body') {
         return (data: unknown) => (validate(data) ? { value: data } : { error: validate.errors ?? [] });
       }
@@ -89,6 +75,7 @@ function createCompiler(): FastifySchemaCompiler<ParameterSchema> {
         return { error: (validate.errors ?? []).map((error) => repeatedParameter(error, data, single)) };
       };
     });
+  };
 }
 
 /** A percent-encoded query component decoded as the query string parser decodes it, or null when it is not valid UTF-8. */
@@ -122,7 +109,6 @@ export function badlyEncodedParameters(query: string): ErrorDetail[] {
 
 export const validationPlugin = fp(
   async (app) => {
-    app.setValidatorCompiler(createCompiler());
     // Before the body is read, for every route: a query string that holds a percent sign is decoded
     // once more here, so that no parameter reaches a route undecoded.
     app.addHook('preParsing', (request, _reply, payload, done) => {
