@@ -66,9 +66,9 @@ function fastJsonStringify(externalSchemas: unknown, mode?: 'standalone'): Retur
   return SerializerSelector()(externalSchemas, { ...SERIALIZER_OPTIONS, mode } as Parameters<SerializerFactory>[1]);
 }
 
-/** The module text of one compiled schema, as a table entry: a function that runs it and returns its export. */
-function tableEntry(key: string, moduleText: string): string {
-  return `${JSON.stringify(key)}: (formats) => { const module = { exports: {} }; ${moduleText}\n; return module.exports; },\n`;
+/** The module text of a compiled schema as a function that runs it and returns its export. */
+function moduleFunction(moduleText: string): string {
+  return `(formats) => { const module = { exports: {} }; ${moduleText}\n; return module.exports; }`;
 }
 
 interface Recorded {
@@ -127,17 +127,20 @@ export class SchemaCode {
     const standaloneCode = (load('ajv/dist/standalone/index.js') as typeof import('ajv/dist/standalone/index.js'))
       .default;
     const ajv = makeAjv({ source: true, formats: _`formats` });
-    let table = `'use strict';\nexports.SCHEMA_CODE = {\n`;
+    // Schemas that differ only in what compiles to nothing (descriptions, examples) share their code.
+    const codes = new Map<string, number>();
+    let entries = '';
     for (const [key, { kind, schema, externalSchemas, route }] of this.#recorded) {
       if (key in this.#table) continue;
-      if (kind === 'validator') {
-        table += tableEntry(key, standaloneCode(ajv, ajv.compile(schema as object)));
-      } else {
-        // In standalone mode the "serializer" is its module's text.
-        const code = fastJsonStringify(externalSchemas, 'standalone')(route as RouteDefinition) as unknown;
-        table += tableEntry(key, code as string);
-      }
+      // In standalone mode fast-json-stringify's "serializer" is its module's text.
+      const code =
+        kind === 'validator'
+          ? standaloneCode(ajv, ajv.compile(schema as object))
+          : (fastJsonStringify(externalSchemas, 'standalone')(route as RouteDefinition) as unknown as string);
+      if (!codes.has(code)) codes.set(code, codes.size);
+      entries += `  ${JSON.stringify(key)}: code[${codes.get(code)}],\n`;
     }
-    return `${table}};\n`;
+    const functions = [...codes.keys()].map((code) => `  ${moduleFunction(code)},\n`).join('');
+    return `'use strict';\nconst code = [\n${functions}];\nexports.SCHEMA_CODE = {\n${entries}};\n`;
   }
 }
