@@ -1,7 +1,8 @@
 /**
  * The benchmark: the service with its production defaults against bare node:http and Express 5,
  * on the same endpoints, with the same load, in alternating rounds so that machine noise hits
- * all three alike. Then the service's memory over 1,000,000 requests, and its start-up time.
+ * all three alike. Then the service's memory over 1,000,000 requests. Before all that, every
+ * server's start-up time, over several alternating starts.
  *
  *   npm run bench                       # 3 rounds of 5 s per endpoint and server
  *   npm run bench -- --rounds 2 --duration 3 --total 200000   # a quick look
@@ -12,6 +13,7 @@
  *   npm run bench -- --parts --only hello --total 0 # what each default costs: the service with each turned off
  *   npm run bench -- --faults                       # adds the service with fault injection on, no fault asked for
  *   npm run bench -- --http2                        # the service and bare Node over h2c, h2 (TLS) and HTTPS/1.1
+ *   npm run bench -- --starts 15                    # start-up time: the median of 15 starts of each server (7 by default)
  *
  * Prints a Markdown report (the one BENCHMARKS.md quotes) and writes it, with the raw
  * figures as JSON, to bench/results/.
@@ -43,6 +45,7 @@ const { values: options } = parseArgs({
     faults: { type: 'boolean', default: false },
     http2: { type: 'boolean', default: false },
     streams: { type: 'string', default: '10' },
+    starts: { type: 'string', default: '7' },
   },
 });
 /** The endpoints measured: all, or those whose name contains one of the words of `--only`. */
@@ -57,6 +60,8 @@ const CONNECTIONS = Number(options.connections);
 /** With --http2: the concurrent streams of each h2load client, of which there are CONNECTIONS. */
 const STREAMS = Number(options.streams);
 const TOTAL_REQUESTS = Number(options.total);
+/** How many times each server is started, alternating, for its start-up time. */
+const STARTS = Number(options.starts);
 const WARM_UP_S = 2;
 
 const root = new URL('..', import.meta.url).pathname;
@@ -256,7 +261,8 @@ const SERVERS = [
 /** The scheme of a server's URL. */
 const schemeOf = (server) => (server.protocol === 'h2' || server.protocol === 'https' ? 'https' : 'http');
 
-async function start(server) {
+/** Starts a server's process; resolves once it has answered its first 200. */
+async function launch(server) {
   const port = await freePort();
   const stdout = server.log ? openSync(server.log, 'w') : 'ignore';
   const startedAt = performance.now();
@@ -266,10 +272,35 @@ async function start(server) {
     stdio: ['ignore', stdout, 'inherit'],
   });
   const base = `${schemeOf(server)}://127.0.0.1:${port}`;
-  const startupMs = await firstOk({ ...server, base }, startedAt);
+  return { ...server, child, base, startupMs: await firstOk({ ...server, base }, startedAt) };
+}
+
+async function start(server) {
+  const launched = await launch(server);
   // Idle: a second after the first answer, with nothing else asked of it.
   await sleep(1000);
-  return { ...server, child, base, startupMs, idleRssMb: rssBytes(child.pid) / MB };
+  return { ...launched, idleRssMb: rssBytes(launched.child.pid) / MB };
+}
+
+/**
+ * Each server's times from process start to its first 200, over STARTS starts taken in turn
+ * (service, baseline, node:http, ..., service, ...), each process ended once it has answered:
+ * one start says little on a machine whose load comes and goes.
+ */
+async function startTimes() {
+  const times = new Map(SERVERS.map((server) => [server.key, []]));
+  // fetch loads its client on first use: not in the first server's time.
+  await fetch('http://127.0.0.1:1').catch(() => {});
+  for (let round = 0; round < STARTS; round++) {
+    for (const server of SERVERS) {
+      const { child, startupMs } = await launch(server);
+      const exited = new Promise((resolve) => child.once('exit', resolve));
+      child.kill('SIGKILL');
+      await exited;
+      times.get(server.key).push(startupMs);
+    }
+  }
+  return times;
 }
 
 function rssBytes(pid) {
@@ -395,6 +426,7 @@ async function million(service, load) {
 }
 
 async function main() {
+  const starts = STARTS > 0 ? await startTimes() : null;
   const servers = [];
   for (const server of SERVERS) servers.push(await start(server));
   const [service] = servers;
@@ -444,8 +476,12 @@ async function main() {
         durationSeconds: DURATION_S,
         connections: CONNECTIONS,
         totalRequests: TOTAL_REQUESTS,
+        starts: STARTS,
       },
-      startupMs: Object.fromEntries(servers.map((server) => [server.key, server.startupMs])),
+      startupMs: Object.fromEntries(
+        servers.map(({ key, startupMs }) => [key, starts === null ? startupMs : median(starts.get(key))]),
+      ),
+      startupSamplesMs: starts === null ? null : Object.fromEntries(starts),
       idleRssMb: Object.fromEntries(servers.map((server) => [server.key, server.idleRssMb])),
       peakRssDuringRunsMb: Object.fromEntries([...rss].map(([key, sampler]) => [key, sampler.peak() / MB])),
       soak,
@@ -545,7 +581,14 @@ function toMarkdown(report) {
     ...protocolTables,
     '',
     ...(options.parts ? partsTable(report) : []),
-    `- Start to first 200 (ms): ${each(report.startupMs, 0)}.`,
+    report.startupSamplesMs === null
+      ? `- Start to first 200 (ms), one start each: ${each(report.startupMs, 0)}.`
+      : `- Start to first 200 (ms), the median of ${settings.starts} alternating starts (least to most): ${labels
+          .map(({ key, label }) => {
+            const samples = report.startupSamplesMs[key];
+            return `${label} ${fixed(report.startupMs[key], 0)} (${fixed(Math.min(...samples), 0)} to ${fixed(Math.max(...samples), 0)})`;
+          })
+          .join(', ')}.`,
     `- Idle RSS a second after the first answer (MB): ${each(report.idleRssMb, 1)}.`,
     `- Peak RSS during the rounds (MB): ${each(report.peakRssDuringRunsMb, 1)}.`,
     soak === null
