@@ -7,13 +7,11 @@ import { type Config, otlpTracesUrl } from './config.js';
 import { type FaultSettings, faultsOn } from './domain/faults.js';
 import type { ApiError } from './errors.js';
 import { ServerCertificate } from './http/certificates.js';
-import { protocolServerFactory } from './http/protocols.js';
 import { SocketAnswers } from './http/socket-answers.js';
 import { apiPathTest } from './lib/api-path.js';
 import { SchemaCode } from './lib/schema-code.js';
 import { RequestLog, requestLogger } from './logging/request-log.js';
 import { errorsPlugin, sendError } from './plugins/errors.js';
-import { faultsPlugin } from './plugins/faults.js';
 import { HTTP_GUARD_SERVER_OPTIONS, httpGuardPlugin } from './plugins/http-guard.js';
 import { jsonBodyPlugin } from './plugins/json-body.js';
 import { metricsPlugin } from './plugins/metrics.js';
@@ -83,14 +81,18 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
     config.tlsCertFile === null || config.tlsKeyFile === null
       ? null
       : new ServerCertificate(config.tlsCertFile, config.tlsKeyFile);
-  // With neither HTTP2 nor TLS, none: Fastify's own node:http server.
-  const serverFactory = protocolServerFactory({
-    http2: config.http2,
-    certificate,
-    headersTimeoutMs: config.headersTimeoutMs,
-    requestTimeoutMs: config.requestTimeoutMs,
-    keepAliveTimeoutMs: config.keepAliveTimeoutMs,
-  });
+  // With neither HTTP2 nor TLS, none: Fastify's own node:http server, and node:https and
+  // node:http2 are never loaded.
+  const serverFactory =
+    config.http2 || certificate !== null
+      ? (await import('./http/protocols.js')).protocolServerFactory({
+          http2: config.http2,
+          certificate,
+          headersTimeoutMs: config.headersTimeoutMs,
+          requestTimeoutMs: config.requestTimeoutMs,
+          keepAliveTimeoutMs: config.keepAliveTimeoutMs,
+        })
+      : undefined;
   const app = Fastify({
     ...(serverFactory !== undefined && { serverFactory, https: certificate !== null }),
     logger: { level: config.logLevel, stream: logStream },
@@ -198,6 +200,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   }
   // Off, nothing of it is registered. After the rate limiter: an injected answer is counted, and carries its headers.
   if (faultsOn(faults)) {
+    const { faultsPlugin } = await import('./plugins/faults.js');
     await app.register(faultsPlugin, {
       settings: faults,
       isApiPath,

@@ -122,11 +122,10 @@ function divertHttp2(server: HttpServer | HttpsServer, sessions: Http2Sessions, 
 }
 
 /**
- * Fastify's `serverFactory` for the protocols configured, or undefined with neither HTTP2 nor TLS:
- * Fastify's own node:http server then.
+ * Fastify's `serverFactory` for HTTP2, TLS or both. With neither, the service keeps Fastify's own
+ * node:http server and does not load this module (nor node:https and node:http2 with it).
  */
-export function protocolServerFactory(options: ProtocolOptions): FastifyServerFactory | undefined {
-  if (!options.http2 && options.certificate === null) return undefined;
+export function protocolServerFactory(options: ProtocolOptions): FastifyServerFactory {
   return (handler, fastify) => {
     const { http, keepAliveTimeout, requestTimeout, connectionTimeout } = fastify as unknown as FastifyServerOptions;
     const serve = handler as Handler;
