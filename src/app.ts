@@ -81,8 +81,8 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
     config.tlsCertFile === null || config.tlsKeyFile === null
       ? null
       : new ServerCertificate(config.tlsCertFile, config.tlsKeyFile);
-  // With neither HTTP2 nor TLS, none: Fastify's own node:http server, and node:https and
-  // node:http2 are never loaded.
+  // With neither HTTP2 nor TLS, none: Fastify's own node:http server, and the service's HTTP/2
+  // and TLS code is never loaded.
   const serverFactory =
     config.http2 || certificate !== null
       ? (await import('./http/protocols.js')).protocolServerFactory({

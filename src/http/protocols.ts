@@ -123,7 +123,7 @@ function divertHttp2(server: HttpServer | HttpsServer, sessions: Http2Sessions, 
 
 /**
  * Fastify's `serverFactory` for HTTP2, TLS or both. With neither, the service keeps Fastify's own
- * node:http server and does not load this module (nor node:https and node:http2 with it).
+ * node:http server and does not load this module.
  */
 export function protocolServerFactory(options: ProtocolOptions): FastifyServerFactory {
   return (handler, fastify) => {
