@@ -127,7 +127,9 @@ describe('server process (dist/server.js)', { concurrency: 4 }, () => {
     }
   });
 
-  it('SIGTERM: /readyz is 503 when pipelined behind the request in flight', { timeout: 60_000 }, async () => {
+  it('SIGTERM: /readyz is 503 when pipelined behind the request in flight, the store excluded or not', {
+    timeout: 60_000,
+  }, async () => {
     const server = await startServer({ SHUTDOWN_TIMEOUT_MS: '5000' });
     let held: HeldRequest | undefined;
     try {
@@ -135,10 +137,19 @@ describe('server process (dist/server.js)', { concurrency: 4 }, () => {
       server.child.kill('SIGTERM');
       await server.waitForLog(isShuttingDown('SIGTERM'));
 
-      // The rest of the echo body and a whole second request, in one write.
-      held.socket.write(`${held.rest}GET /readyz HTTP/1.1\r\nHost: 127.0.0.1:${server.port}\r\n\r\n`);
+      // The rest of the echo body and a whole second request, in one write: excluding the store
+      // leaves shutting down counted.
+      held.socket.write(
+        `${held.rest}GET /readyz?exclude=store&verbose HTTP/1.1\r\nHost: 127.0.0.1:${server.port}\r\n\r\n`,
+      );
       assertEcho(await held.reader.next());
-      assertUnavailable(await held.reader.next());
+      const readyz = await held.reader.next();
+      assertUnavailable(readyz);
+      assert.deepEqual(readyz.json().error.details, [
+        { field: 'shutdown', message: 'The service is shutting down.', value: 'failed' },
+        { field: 'operator', message: 'ok', value: 'ok' },
+        { field: 'store', message: 'excluded', value: 'excluded' },
+      ]);
 
       const exit = await withTimeout(server.exited, 10_000, 'exit after SIGTERM');
       assert.deepEqual(exitOf(exit), { code: 0, signal: null }, server.stdout());
@@ -375,7 +386,7 @@ describe('server process (dist/server.js)', { concurrency: 4 }, () => {
     t.diagnostic(`exits: ${outcomes.join(', ')}`);
   });
 
-  it('REDIS_URL with no Redis there: starts, /readyz 503 saying why, SIGTERM exits 0 at once', {
+  it('REDIS_URL with no Redis there: starts, /readyz 503 saying why (200 with exclude=store), SIGTERM exits 0 at once', {
     timeout: 60_000,
   }, async () => {
     // Nothing listens on port 1: every attempt to connect is refused.
@@ -386,6 +397,19 @@ describe('server process (dist/server.js)', { concurrency: 4 }, () => {
       const ready = await get(server.port, '/readyz');
       assert.equal(ready.status, 503);
       assert.equal(ready.body.error.message, 'Not ready: Redis is unreachable: connect ECONNREFUSED 127.0.0.1:1');
+      // The probe that must not take every instance out with the Redis they share.
+      const probe = await get(server.port, '/readyz?exclude=store');
+      assert.deepEqual([probe.status, probe.body], [200, { status: 'ready' }]);
+      const verbose = await get(server.port, '/readyz?verbose');
+      assert.deepEqual(
+        verbose.body.error.details.map(({ field, value }: { field: string; value: string }) => [field, value]),
+        [
+          ['shutdown', 'ok'],
+          ['operator', 'ok'],
+          ['store', 'failed'],
+        ],
+      );
+      assert.equal((await get(server.port, '/readyz?exclude=redis')).status, 400);
       assert.equal((await get(server.port, '/healthz')).status, 200);
       const signalledAt = performance.now();
       server.child.kill('SIGTERM');

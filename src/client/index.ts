@@ -430,9 +430,17 @@ export function createClient(options: ClientOptions) {
     async health(callOptions: CallOptions = {}): Promise<Health> {
       return JSON.parse((await call({ method: 'GET', path: '/healthz', ...callOptions })).text);
     },
-    /** `{ status: 'ready' }`; a service that is not ready answers 503, thrown as an ApiError. */
-    async readiness(callOptions: CallOptions = {}): Promise<Readiness> {
-      return JSON.parse((await call({ method: 'GET', path: '/readyz', ...callOptions })).text);
+    /**
+     * `{ status: 'ready' }`, with each check's state in `checks` when `verbose`; a service that is
+     * not ready answers 503, thrown as an ApiError (its `details` list the checks when `verbose`).
+     * `excludeStore` leaves the store every instance shares out, as the Kubernetes probes do.
+     */
+    async readiness(
+      query: { excludeStore?: boolean; verbose?: boolean } = {},
+      callOptions: CallOptions = {},
+    ): Promise<Readiness> {
+      const params = { exclude: query.excludeStore ? 'store' : undefined, verbose: query.verbose ? 'true' : undefined };
+      return JSON.parse((await call({ method: 'GET', path: '/readyz', query: params, ...callOptions })).text);
     },
   };
 }

@@ -1,5 +1,21 @@
 import type { StoreHealth } from '../stores/availability.js';
 
+/** The one check a caller may leave out: every instance shares the store, so its failure is no instance's own. */
+export const EXCLUDABLE_CHECK = 'store';
+
+/** One check's state; `reason` says why it failed, in one sentence fit for an operator. */
+export interface CheckResult {
+  state: 'ok' | 'failed' | 'excluded';
+  reason: string | null;
+}
+
+/** The checks of readiness, in the order they are decided: the first that fails says why. */
+export interface CheckResults {
+  shutdown: CheckResult;
+  operator: CheckResult;
+  store: CheckResult;
+}
+
 /**
  * The one place that decides whether the service is ready for traffic, and if not, why: shutting
  * down, taken out of service by an operator, or the stores unable to serve. Liveness is not its
@@ -30,13 +46,43 @@ export class Readiness {
     return was;
   }
 
-  /** Null when ready; otherwise why not, in one sentence fit for an operator. Shutting down wins over the rest. */
-  async notReadyReason(): Promise<string | null> {
-    if (this.#draining()) return 'The service is shutting down.';
-    if (this.#disabledBy !== null) {
-      return `Not ready: taken out of service by an operator (POST /readyz/disable, request ${this.#disabledBy}).`;
-    }
+  /**
+   * Null when ready; otherwise why not, in one sentence fit for an operator. Shutting down wins
+   * over the rest, and the store is not asked once another check has failed or when excluded.
+   */
+  async notReadyReason(excludeStore = false): Promise<string | null> {
+    const own = this.#ownReason();
+    if (own !== null || excludeStore) return own;
+    return this.#storeReason();
+  }
+
+  /** Every check with its state, the store asked unless excluded. */
+  async checks(excludeStore = false): Promise<CheckResults> {
+    const store = excludeStore ? null : await this.#storeReason();
+    return {
+      shutdown: result(this.#draining() ? SHUTTING_DOWN : null),
+      operator: result(this.#disabledBy === null ? null : this.#disabledReason(this.#disabledBy)),
+      store: excludeStore ? { state: 'excluded', reason: null } : result(store),
+    };
+  }
+
+  #ownReason(): string | null {
+    if (this.#draining()) return SHUTTING_DOWN;
+    return this.#disabledBy === null ? null : this.#disabledReason(this.#disabledBy);
+  }
+
+  #disabledReason(requestId: string): string {
+    return `Not ready: taken out of service by an operator (POST /readyz/disable, request ${requestId}).`;
+  }
+
+  async #storeReason(): Promise<string | null> {
     const reason = await this.#stores.unavailableReason();
     return reason === null ? null : `Not ready: ${reason}`;
   }
+}
+
+const SHUTTING_DOWN = 'The service is shutting down.';
+
+function result(reason: string | null): CheckResult {
+  return { state: reason === null ? 'ok' : 'failed', reason };
 }

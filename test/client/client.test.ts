@@ -61,6 +61,10 @@ describe('the client, against the service in memory', () => {
     });
     assert.deepEqual(await client.health(), { status: 'ok' });
     assert.deepEqual(await client.readiness(), { status: 'ready' });
+    assert.deepEqual(await client.readiness({ excludeStore: true, verbose: true }), {
+      status: 'ready',
+      checks: { shutdown: 'ok', operator: 'ok', store: 'excluded' },
+    });
   });
 
   it('echoes numbers beyond 2^53 and long decimals with every digit, keys and __proto__ as sent', async () => {

@@ -82,6 +82,7 @@ describe('the conformance kit against a deployment that injects faults', () => {
         [
           ['health.healthz', 'pass'],
           ['health.readyz', 'pass'],
+          ['health.readyz-parameters', 'pass'],
           ['health.operator-switch', 'pass'],
         ],
       );

@@ -46,3 +46,46 @@ describe('Readiness', () => {
     assert.equal(asked, 0);
   });
 });
+
+describe('Readiness, with the store excluded or every check listed', () => {
+  const failing = { unavailableReason: async () => 'Redis is unreachable.' };
+
+  it('leaves the store out when excluded, and never asks it', async () => {
+    let asked = 0;
+    const readiness = new Readiness(() => false, {
+      unavailableReason: async () => {
+        asked += 1;
+        return 'Redis is unreachable.';
+      },
+    });
+    assert.equal(await readiness.notReadyReason(true), null);
+    assert.deepEqual(await readiness.checks(true), {
+      shutdown: { state: 'ok', reason: null },
+      operator: { state: 'ok', reason: null },
+      store: { state: 'excluded', reason: null },
+    });
+    assert.equal(asked, 0);
+  });
+
+  it('still counts shutting down and the operator when the store is excluded', async () => {
+    let draining = false;
+    const readiness = new Readiness(() => draining, failing);
+    readiness.disable('op-2');
+    assert.match((await readiness.notReadyReason(true)) ?? '', /request op-2\)/);
+    draining = true;
+    assert.equal(await readiness.notReadyReason(true), 'The service is shutting down.');
+  });
+
+  it('lists every check with its state and reason, the failed ones all named', async () => {
+    const readiness = new Readiness(() => true, failing);
+    readiness.disable('op-3');
+    assert.deepEqual(await readiness.checks(), {
+      shutdown: { state: 'failed', reason: 'The service is shutting down.' },
+      operator: {
+        state: 'failed',
+        reason: 'Not ready: taken out of service by an operator (POST /readyz/disable, request op-3).',
+      },
+      store: { state: 'failed', reason: 'Not ready: Redis is unreachable.' },
+    });
+  });
+});

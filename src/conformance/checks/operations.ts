@@ -3,6 +3,7 @@ import {
   expectEqual,
   expectObject,
   expectStatus,
+  expectValidation,
   fail,
   header,
   isObject,
@@ -11,6 +12,7 @@ import {
   skip,
 } from '../assert.js';
 import type { Check } from '../context.js';
+import type { Response } from '../http.js';
 
 const OPERATIONS = 'contract: Operations';
 
@@ -27,6 +29,19 @@ const ROUTES: Record<string, string[]> = {
   '/healthz': ['get'],
   '/readyz': ['get'],
 };
+
+const READINESS_CHECKS = ['shutdown', 'operator', 'store'];
+
+/** Each check's state in a verbose `/readyz`: its `checks` when ready, its 503's details when not. */
+function checkStates(res: Response): JsonObject {
+  if (res.status === 503) {
+    const { details } = expectEnvelope(res, 503, 'SERVICE_UNAVAILABLE');
+    return Object.fromEntries(details.map((detail) => [detail.field, detail.value]));
+  }
+  const { checks } = expectObject(res, 200);
+  if (!isObject(checks)) fail(`GET ${res.request.path}: "checks", an object`, show(checks ?? null));
+  return checks;
+}
 
 export const healthChecks: Check[] = [
   {
@@ -53,6 +68,23 @@ export const healthChecks: Check[] = [
       if (res.status === 503) expectEnvelope(res, 503, 'SERVICE_UNAVAILABLE');
       else expectEqual(expectObject(res, 200), { status: 'ready' }, 'GET /readyz');
       expectEqual(res.headers['ratelimit-limit'], undefined, 'GET /readyz: RateLimit-Limit');
+    },
+  },
+  {
+    id: 'health.readyz-parameters',
+    group: 'health',
+    clause: OPERATIONS,
+    title:
+      'GET /readyz?exclude=store leaves the store out and ?verbose lists the checks shutdown, operator and store; any other exclude is a 400 VALIDATION_ERROR naming it',
+    async run(ctx) {
+      expectValidation(await ctx.get('/readyz?exclude=no-such-check'), 'exclude', 'no-such-check');
+      const excluded = await ctx.get('/readyz?exclude=store&verbose');
+      expectEqual(checkStates(excluded).store, 'excluded', 'GET /readyz?exclude=store&verbose: the store');
+      expectEqual(
+        Object.keys(checkStates(await ctx.get('/readyz?verbose'))),
+        READINESS_CHECKS,
+        'GET /readyz?verbose: the checks',
+      );
     },
   },
   {
