@@ -6,7 +6,8 @@ import { fileURLToPath } from 'node:url';
  * What a Kubernetes API server checks of an object's shape, offline: the OpenAPI schema of
  * Kubernetes v1.36.0 as the `kubernetes-models` package (5.1.0) compiles it (types, formats such
  * as quantities, required fields, enumerations), and the Prometheus Operator's CRDs as
- * `@kubernetes-models/prometheus-operator` (6.0.0) does. Those validators let unknown fields
+ * `@kubernetes-models/prometheus-operator` (6.0.0) and Gateway API's as `@kubernetes-models/gateway-api`
+ * (2.0.0) do. Those validators let unknown fields
  * through, which an API server refuses (kubectl's strict field validation, the default), so the
  * field names are also checked against the models' declarations.
  */
@@ -24,6 +25,8 @@ function modelModule({ apiVersion, kind }: KubeObject): string {
   if (apiVersion.startsWith('monitoring.coreos.com/')) {
     return `@kubernetes-models/prometheus-operator/${apiVersion}/${kind}`;
   }
+  if (apiVersion.startsWith('gateway.networking.k8s.io/'))
+    return `@kubernetes-models/gateway-api/${apiVersion}/${kind}`;
   return `kubernetes-models/${apiVersion}/${kind}`;
 }
 
@@ -69,10 +72,16 @@ function declaration(file: string): Declaration {
   for (const [, names, specifier] of source.matchAll(/^import \{ ([^}]+) \} from "([^"]+)";$/gm)) {
     for (const name of (names as string).split(',')) imports.set(name.trim(), specifier as string);
   }
-  const body = /^export interface \w+(?: extends [\w, ]+)? \{\n([\s\S]*?)^\}$/m.exec(source)?.[1];
+  const [, bases, body] = /^export interface \w+(?: extends ([\w, ]+))? \{\n([\s\S]*?)^\}$/m.exec(source) ?? [];
   let result: Declaration = { fields: null };
   if (body !== undefined) {
     const fields = new Map<string, Type>();
+    // Fields an interface inherits from another of the same models (Gateway API's specs do).
+    for (const base of bases?.split(',') ?? []) {
+      const specifier = imports.get(base.trim());
+      if (!specifier?.startsWith('.')) continue;
+      for (const [name, type] of declaration(declarationFile(specifier, file)).fields ?? []) fields.set(name, type);
+    }
     for (const [, name, type] of body.matchAll(/^ {4}"([^"]+)"\??: ([\s\S]*?);\n(?= {4}"|$)/gm)) {
       fields.set(name as string, parseType((type as string).trim(), file, imports));
     }

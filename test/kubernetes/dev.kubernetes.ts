@@ -21,7 +21,7 @@ import {
   preStopSeconds,
   render,
 } from './manifests.js';
-import { forPodman } from './podman-play.js';
+import { forPodman, replicasOf } from './podman-play.js';
 
 /**
  * The dev overlay run by `podman kube play` on the image CI builds (from the stand-in bases of the
@@ -57,8 +57,8 @@ async function until(what: string, ms: number, ready: () => Promise<boolean>): P
 }
 
 /** podman kube play names a Deployment's pods `<name>-pod-<i>`, their containers `<pod>-<container>`. */
-const podsOf = (deployment: Deployment) =>
-  Array.from({ length: deployment.spec.replicas ?? 1 }, (_, i) => `${deployment.metadata.name}-pod-${i}`);
+const podsOf = (objects: KubeObject[], deployment: Deployment) =>
+  Array.from({ length: replicasOf(objects, deployment) }, (_, i) => `${deployment.metadata.name}-pod-${i}`);
 
 interface Answer {
   status: number;
@@ -118,7 +118,7 @@ describe('the dev overlay under podman kube play', { skip: SKIP_REASON }, () => 
     objects = render(join(KUBERNETES_DIR, 'overlays', 'dev'));
     service = find<Deployment>(objects, 'Deployment', SERVICE);
     main = service.spec.template.spec.containers.find((c) => c.name === SERVICE) as Container;
-    pods = podsOf(service);
+    pods = podsOf(objects, service);
     containers = pods.map((pod) => `${pod}-${SERVICE}`);
     redisContainer = `${REDIS}-pod-0-redis`;
     cleanUp();
@@ -177,7 +177,7 @@ describe('the dev overlay under podman kube play', { skip: SKIP_REASON }, () => 
     for (const b of rss) assert.ok(b < request, `RSS ${b} within the memory request ${request}`);
   });
 
-  it('answers each probe as it expects: startup and liveness 200, readiness 200, and 503 while Redis does not answer', async () => {
+  it('answers each probe 200, Redis paused included, while plain /readyz is 503 naming Redis', async () => {
     const { startupProbe, readinessProbe, livenessProbe } = main;
     const container = containers[0] as string;
     const ask = (probe: typeof startupProbe) => inPod(container, probe?.httpGet?.path as string);
@@ -191,22 +191,26 @@ describe('the dev overlay under podman kube play', { skip: SKIP_REASON }, () => 
     run('podman', ['pause', redisContainer]);
     let outage: Answer[];
     try {
-      outage = await Promise.all([ask(readinessProbe), ask(livenessProbe)]);
+      outage = await Promise.all([ask(readinessProbe), ask(livenessProbe), inPod(container, '/readyz')]);
     } finally {
       run('podman', ['unpause', redisContainer]);
     }
-    const [notReady, alive] = outage;
-    assert.equal(notReady?.status, 503, notReady?.body);
-    assert.match(String(notReady?.body), /Not ready: Redis did not answer/);
-    assert.ok((notReady?.ms ?? Infinity) < timeoutMs, `readiness answered in ${notReady?.ms} ms, within its timeout`);
+    const [probe, alive, plain] = outage;
+    // Every pod shares the one Redis: its outage must not empty the Service.
+    assert.equal(probe?.status, 200, `the readiness probe leaves Redis out: ${probe?.body}`);
+    assert.ok((probe?.ms ?? Infinity) < timeoutMs, `readiness answered in ${probe?.ms} ms, within its timeout`);
     assert.equal(alive?.status, 200, 'liveness does not look at Redis: no restart for its outage');
+    assert.equal(plain?.status, 503, plain?.body);
+    assert.match(String(plain?.body), /Not ready: Redis did not answer/);
+    assert.ok((plain?.ms ?? Infinity) < timeoutMs, `/readyz answered in ${plain?.ms} ms, within the probe's timeout`);
     const backMs = await until(
-      'ready again once Redis answers',
+      '/readyz 200 again once Redis answers',
       10_000,
-      async () => (await ask(readinessProbe).catch(() => null))?.status === 200,
+      async () => (await inPod(container, '/readyz').catch(() => null))?.status === 200,
     );
     figures.probes = {
-      readiness_503_ms: Math.round(notReady?.ms ?? 0),
+      readiness_probe_redis_paused_ms: Math.round(probe?.ms ?? 0),
+      plain_readyz_503_ms: Math.round(plain?.ms ?? 0),
       readiness_timeout_ms: timeoutMs,
       ready_again_ms: backMs,
     };
@@ -223,19 +227,24 @@ describe('the dev overlay under podman kube play', { skip: SKIP_REASON }, () => 
       assert.equal(run('podman', ['inspect', '--format', '{{.HostConfig.ReadonlyRootfs}}', container]).trim(), 'true');
     }
     const container = containers[0] as string;
-    // Unlike `podman run --read-only`, kube play adds no tmpfs on /tmp, /var/tmp and /run, as a cluster adds none.
-    for (const dir of ['/app', '/tmp', '/var/tmp', '/run']) {
+    // Unlike `podman run --read-only`, kube play adds no tmpfs on /var/tmp and /run, as a cluster adds none;
+    // /tmp is the pod's emptyDir.
+    for (const dir of ['/app', '/var/tmp', '/run']) {
       const touch = podman(['exec', container, 'touch', `${dir}/written`]);
       assert.match(touch.stderr, /Read-only file system/, `${dir} is read-only`);
     }
+    assert.equal(podman(['exec', container, 'touch', '/tmp/written']).status, 0, '/tmp is written to');
     const mounts = JSON.parse(run('podman', ['inspect', '--format', '{{json .Mounts}}', container])) as {
       Destination: string;
       RW: boolean;
     }[];
     assert.deepEqual(
-      mounts.map((m) => [m.Destination, m.RW]),
-      [['/run/secrets/greeting-service', false]],
-      'the one mount is the Secret, read-only',
+      mounts.map((m) => [m.Destination, m.RW]).sort(),
+      [
+        ['/run/secrets/greeting-service', false],
+        ['/tmp', true],
+      ],
+      'the Secret, read-only, and the emptyDir at /tmp',
     );
     const limits = run('podman', [
       'inspect',

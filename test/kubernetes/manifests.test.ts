@@ -36,6 +36,15 @@ const SERVICE = 'greeting-service';
 
 /** The kinds Kubernetes serves without a CRD, by apiVersion. */
 const BUILT_IN = new Set(['v1', 'apps/v1', 'policy/v1', 'autoscaling/v2', 'networking.k8s.io/v1']);
+/** Gateway API's: its CRDs come with every implementation of it, as the production edge needs. */
+const GATEWAY_API = 'gateway.networking.k8s.io/v1';
+
+/** The paths clients may reach through the edge: the API, its page and its document. */
+const EDGE_PATHS = [
+  ['PathPrefix', '/api'],
+  ['PathPrefix', '/docs'],
+  ['Exact', '/openapi.json'],
+];
 
 /** RFC 1123 labels, as the API server requires of container names and most object names. */
 const DNS_LABEL = /^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$/;
@@ -67,6 +76,19 @@ describe('deploy/kubernetes', { skip: SKIP_REASON }, () => {
     tree?.remove();
     if (files !== undefined) rmSync(files, { recursive: true, force: true });
   });
+
+  /** The production overlay rendered with a component added, and without the resources it replaces. */
+  const withComponent = (component: string, replaced: string[] = []): KubeObject[] => {
+    const production = join(tree.dir, 'overlays', 'production', 'kustomization.yaml');
+    const kustomization = readFileSync(production, 'utf8');
+    const resources = replaced.reduce((text, file) => text.replace(`  - ${file}\n`, ''), kustomization);
+    writeFileSync(production, `${resources}components:\n  - ../../components/${component}\n`);
+    try {
+      return render(join(tree.dir, 'overlays', 'production'));
+    } finally {
+      writeFileSync(production, kustomization);
+    }
+  };
 
   const service = (overlay: Overlay) => find<Deployment>(rendered[overlay], 'Deployment', SERVICE);
   const container = (overlay: Overlay): Container => {
@@ -118,15 +140,26 @@ describe('deploy/kubernetes', { skip: SKIP_REASON }, () => {
     assert.match(errors, /securityContext\.readOnlyRootFileSystem: unknown field/);
     assert.match(errors, /lifecycle\.preStop\.exec\.cmd: unknown field/);
     assert.match(errors, /resources\/limits\/memory must match format "quantity"/);
+    // Gateway API's models, whose specs inherit fields: a misspelt one there too.
+    const route = structuredClone(find(rendered.production, 'HTTPRoute', SERVICE)) as KubeObject & {
+      spec: { rules: { backendRefs: Record<string, unknown>[] }[] } & Record<string, unknown>;
+    };
+    route.spec.parentRef = route.spec.parentRefs;
+    (route.spec.rules[0]?.backendRefs[0] as Record<string, unknown>).namespcae = 'default';
+    const routeErrors = (await schemaErrors(route)).join('\n');
+    assert.match(routeErrors, /spec\.parentRef: unknown field/);
+    assert.match(routeErrors, /spec\.rules\[0\]\.backendRefs\[0\]\.namespcae: unknown field/);
+    assert.doesNotMatch(routeErrors, /parentRefs|\.name:|\.port:/);
     assert.deepEqual(await schemaErrors({ ...deployment, apiVersion: 'apps/v2' }), [
       `Deployment ${SERVICE}: no model of apps/v2 Deployment`,
     ]);
   });
 
-  it('needs no CRD: every object is of a kind Kubernetes serves itself', () => {
+  it("needs no CRD but Gateway API's HTTPRoute at the production edge", () => {
     for (const name of ['base', ...OVERLAYS] as const) {
       for (const object of rendered[name]) {
-        assert.ok(BUILT_IN.has(object.apiVersion), `${name}: ${object.apiVersion} ${object.kind}`);
+        const allowed = BUILT_IN.has(object.apiVersion) || (name === 'production' && object.kind === 'HTTPRoute');
+        assert.ok(allowed, `${name}: ${object.apiVersion} ${object.kind}`);
       }
     }
   });
@@ -167,17 +200,18 @@ describe('deploy/kubernetes', { skip: SKIP_REASON }, () => {
     }
   });
 
-  it('runs three replicas, updated one new pod at a time with none taken out first', () => {
+  it('leaves the count to the autoscaler, updated one new pod at a time with none taken out first', () => {
     for (const overlay of OVERLAYS) {
       const { spec } = service(overlay);
-      assert.equal(spec.replicas, 3, overlay);
+      // A count here would be set again by every apply, ending the pods the autoscaler added.
+      assert.equal(spec.replicas, undefined, `${overlay}: no spec.replicas beside the autoscaler`);
       assert.equal(spec.strategy?.type, 'RollingUpdate');
       assert.equal(spec.strategy?.rollingUpdate?.maxUnavailable, 0);
       assert.ok(Number(spec.strategy?.rollingUpdate?.maxSurge) >= 1, 'a new pod may start before an old one stops');
     }
   });
 
-  it('probes the right endpoints: startup and liveness /healthz, readiness /readyz, at the port it listens on', () => {
+  it('probes the right endpoints: startup and liveness /healthz, readiness /readyz without the store, at the port it listens on', () => {
     for (const overlay of OVERLAYS) {
       const c = container(overlay);
       const { config } = podConfig(overlay);
@@ -188,14 +222,15 @@ describe('deploy/kubernetes', { skip: SKIP_REASON }, () => {
       const paths = Object.fromEntries(Object.entries(probes).map(([name, p]) => [name, p?.httpGet?.path]));
       assert.deepEqual(paths, {
         startup: `${prefix}/healthz`,
-        readiness: `${prefix}/readyz`,
+        // Redis is every pod's: counted, its outage would empty the Service of every pod at once.
+        readiness: `${prefix}/readyz?exclude=store`,
         liveness: `${prefix}/healthz`,
       });
       for (const probe of Object.values(probes)) assert.equal(probe?.httpGet?.port, port.name);
     }
   });
 
-  it("times the probes to the service's own: Redis waited for within the timeout, an outage out of rotation within 10 s", () => {
+  it("times the probes to the service's own: a busy pod answers within the timeout, out of rotation within 10 s", () => {
     for (const overlay of OVERLAYS) {
       const { startupProbe, readinessProbe, livenessProbe } = container(overlay);
       const { config } = podConfig(overlay);
@@ -207,13 +242,13 @@ describe('deploy/kubernetes', { skip: SKIP_REASON }, () => {
       const startup = seconds(startupProbe);
       const readiness = seconds(readinessProbe);
       const liveness = seconds(livenessProbe);
-      // /readyz asks Redis and waits for it at most REDIS_TIMEOUT_MS: a probe must not give up first,
-      // nor on a pod that answers late for its CPU (up to 871 ms measured under podman, Redis paused).
+      // Plain /readyz waits for Redis at most REDIS_TIMEOUT_MS; a probe switched back to it must not
+      // give up first, nor on a pod that answers late for its CPU (up to 871 ms measured under podman).
       assert.ok(
         readiness.timeout * 1000 >= 2 * config.redisTimeoutMs + 1000,
         'readiness timeout over REDIS_TIMEOUT_MS',
       );
-      assert.ok(readiness.period * readiness.failures <= 10, 'a pod whose Redis fails leaves the Service within 10 s');
+      assert.ok(readiness.period * readiness.failures <= 10, 'a pod shutting down leaves the Service within 10 s');
       // Start to the first 200 is under a second (BENCHMARKS.md); the probe looks every second, for 10 s at least.
       assert.ok(startup.period <= 1 && startup.period * startup.failures >= 10, 'startup: found at once, given 10 s');
       // A liveness probe that gives up on a busy event loop restarts a pod that was serving.
@@ -275,6 +310,19 @@ describe('deploy/kubernetes', { skip: SKIP_REASON }, () => {
     }
   });
 
+  it("gives the service a small /tmp in memory under its read-only root, for Node's compile cache", () => {
+    for (const overlay of OVERLAYS) {
+      const pod = service(overlay).spec.template.spec;
+      const mount = container(overlay).volumeMounts?.find((m) => m.mountPath === '/tmp');
+      assert.ok(mount, `${overlay}: a volume at /tmp`);
+      assert.notEqual(mount.readOnly, true);
+      const volume = pod.volumes?.find((v) => v.name === mount.name);
+      assert.equal(volume?.emptyDir?.medium, 'Memory', `${overlay}: an emptyDir in memory`);
+      const limit = bytes(volume?.emptyDir?.sizeLimit ?? '');
+      assert.ok(limit > 0 && limit <= 32 * 2 ** 20, `${overlay}: at most 32 MiB of the memory limit`);
+    }
+  });
+
   it('spreads the replicas across nodes', () => {
     for (const overlay of OVERLAYS) {
       const { template } = service(overlay).spec;
@@ -288,8 +336,7 @@ describe('deploy/kubernetes', { skip: SKIP_REASON }, () => {
   it('serves through a Service, kept available by a PodDisruptionBudget and scaled by CPU from three pods', () => {
     for (const overlay of OVERLAYS) {
       const objects = rendered[overlay];
-      const { spec } = service(overlay);
-      const labels = spec.template.metadata.labels;
+      const labels = service(overlay).spec.template.metadata.labels;
       const svc = find(objects, 'Service', SERVICE) as KubeObject & {
         spec: { selector: Record<string, string>; ports: { targetPort: string | number }[] };
       };
@@ -310,7 +357,7 @@ describe('deploy/kubernetes', { skip: SKIP_REASON }, () => {
         };
       };
       assert.deepEqual(hpa.spec.scaleTargetRef, { apiVersion: 'apps/v1', kind: 'Deployment', name: SERVICE });
-      assert.equal(hpa.spec.minReplicas, spec.replicas);
+      assert.equal(hpa.spec.minReplicas, 3, 'three pods at least, as compose runs three instances');
       assert.ok(hpa.spec.maxReplicas > hpa.spec.minReplicas);
       assert.ok(
         hpa.spec.metrics.some((m) => m.resource?.name === 'cpu'),
@@ -343,7 +390,7 @@ describe('deploy/kubernetes', { skip: SKIP_REASON }, () => {
     }
   });
 
-  it('production: TLS files mounted from a Secret, behind an Ingress, whose X-Forwarded-For alone is believed', () => {
+  it('production: TLS files mounted from a Secret, behind a Gateway, whose X-Forwarded-For alone is believed', () => {
     const objects = rendered.production;
     const { config } = podConfig('production');
     assert.ok(config.redisSentinels !== null && config.redisSentinelName !== null, 'Sentinel');
@@ -351,7 +398,7 @@ describe('deploy/kubernetes', { skip: SKIP_REASON }, () => {
     for (const file of [config.redisTlsCaFile, config.redisTlsCertFile, config.redisTlsKeyFile]) {
       assert.match(String(file), /\/run\/secrets\/redis-tls\/(ca|tls)\.(crt|key)$/);
     }
-    assert.equal(config.trustProxy, 1, 'one proxy, the Ingress controller');
+    assert.equal(config.trustProxy, 1, "one proxy, the Gateway's");
     const policy = find(objects, 'NetworkPolicy', SERVICE) as KubeObject & {
       spec: {
         podSelector: { matchLabels: Record<string, string> };
@@ -361,10 +408,60 @@ describe('deploy/kubernetes', { skip: SKIP_REASON }, () => {
     };
     assert.ok(matches(policy.spec.podSelector.matchLabels, service('production').spec.template.metadata.labels));
     assert.deepEqual(policy.spec.policyTypes, ['Ingress'], 'connections limited to those the policy lets in');
-    const ingress = find(objects, 'Ingress', SERVICE) as KubeObject & {
-      spec: { rules: { http: { paths: { backend: { service: { name: string; port: { name: string } } } }[] } }[] };
+    assert.equal(objects.filter((o) => o.kind === 'Ingress').length, 0, 'the edge is the HTTPRoute');
+    assert.match(container('production').image, /:[\w][\w.-]*$/, 'a versioned image');
+    assert.doesNotMatch(container('production').image, /:latest$/);
+  });
+
+  it("production: the HTTPRoute routes the API, its page and its document alone, within the service's timeouts", async () => {
+    const objects = rendered.production;
+    const route = find(objects, 'HTTPRoute', SERVICE) as KubeObject & {
+      spec: {
+        parentRefs: { name: string }[];
+        rules: {
+          matches: { path: { type: string; value: string } }[];
+          backendRefs: { name: string; port: number }[];
+          timeouts?: { request?: string };
+        }[];
+      };
     };
-    for (const { backend } of ingress.spec.rules.flatMap((rule) => rule.http.paths)) {
+    assert.equal(route.apiVersion, GATEWAY_API);
+    assert.deepEqual(await schemaErrors(route), []);
+    assert.ok(route.spec.parentRefs.length > 0, 'attached to a Gateway');
+    const { config } = podConfig('production');
+    for (const rule of route.spec.rules) {
+      for (const backend of rule.backendRefs) {
+        const svc = find(objects, 'Service', backend.name) as KubeObject & { spec: { ports: { port: number }[] } };
+        assert.ok(
+          svc.spec.ports.some((p) => p.port === backend.port),
+          'the HTTPRoute names a port the Service has',
+        );
+      }
+      const seconds = Number(/^(\d+)s$/.exec(rule.timeouts?.request ?? '')?.[1]);
+      assert.ok(seconds * 1000 > config.requestTimeoutMs, "a slow client ends in the service's own 408");
+    }
+    const paths = route.spec.rules.flatMap((rule) => rule.matches.map(({ path }) => [path.type, path.value]));
+    assert.deepEqual(paths, EDGE_PATHS, 'no catch-all, no /metrics, /healthz or /readyz');
+  });
+
+  it('the Ingress component, for clusters without Gateway API: the same paths alone, its controller let in', async () => {
+    const objects = withComponent('ingress', ['http-route.yaml']);
+    const ingress = find(objects, 'Ingress', SERVICE) as KubeObject & {
+      spec: {
+        rules: {
+          http: {
+            paths: { path: string; pathType: string; backend: { service: { name: string; port: { name: string } } } }[];
+          };
+        }[];
+      };
+    };
+    assert.deepEqual(await schemaErrors(ingress), []);
+    const paths = ingress.spec.rules.flatMap((rule) => rule.http.paths);
+    assert.deepEqual(
+      paths.map(({ pathType, path }) => [pathType === 'Prefix' ? 'PathPrefix' : pathType, path]),
+      EDGE_PATHS,
+    );
+    for (const { backend } of paths) {
       const svc = find(objects, 'Service', backend.service.name) as KubeObject & {
         spec: { ports: { name: string }[] };
       };
@@ -373,8 +470,10 @@ describe('deploy/kubernetes', { skip: SKIP_REASON }, () => {
         'the Ingress names a port the Service has',
       );
     }
-    assert.match(container('production').image, /:[\w][\w.-]*$/, 'a versioned image');
-    assert.doesNotMatch(container('production').image, /:latest$/);
+    assert.equal(objects.filter((o) => o.kind === 'HTTPRoute').length, 0);
+    const policies = objects.filter((o) => o.kind === 'NetworkPolicy');
+    assert.equal(policies.length, 2, "the overlay's, and the one that lets the controller in");
+    for (const policy of policies) assert.deepEqual(await schemaErrors(policy), []);
   });
 
   it('production: the Cluster settings shown in settings.env are ones the service accepts', () => {
@@ -405,11 +504,8 @@ describe('deploy/kubernetes', { skip: SKIP_REASON }, () => {
         ['true', String(config.port), '/metrics'],
       );
     }
-    const production = join(tree.dir, 'overlays', 'production', 'kustomization.yaml');
-    const kustomization = readFileSync(production, 'utf8');
-    writeFileSync(production, `${kustomization}components:\n  - ../../components/podmonitor\n`);
-    try {
-      const objects = render(join(tree.dir, 'overlays', 'production'));
+    {
+      const objects = withComponent('podmonitor');
       const monitor = find(objects, 'PodMonitor', SERVICE) as KubeObject & {
         spec: {
           selector: { matchLabels: Record<string, string> };
@@ -421,8 +517,6 @@ describe('deploy/kubernetes', { skip: SKIP_REASON }, () => {
       const [endpoint] = monitor.spec.podMetricsEndpoints;
       assert.ok(container('production').ports?.some((p) => p.name === endpoint?.port));
       assert.equal(endpoint?.path, '/metrics');
-    } finally {
-      writeFileSync(production, kustomization);
     }
   });
 

@@ -66,6 +66,7 @@ export interface Volume {
   name: string;
   secret?: { secretName: string; items?: { key: string; path: string }[]; defaultMode?: number };
   hostPath?: { path: string; type: string };
+  emptyDir?: { medium?: string; sizeLimit?: string };
 }
 
 export interface PodSpec {

@@ -23,6 +23,8 @@ import {
  * - containerPort: podman 4.3 publishes every one on each address of the host (from 4.7, only
  *   with --publish-all), which a cluster never does, and the second replica of a Deployment then
  *   fails on the port the first holds. Nothing refers to them here: podman runs no httpGet probe.
+ * - Replicas: podman runs no autoscaler, and a Deployment that leaves the count to one is played
+ *   with its minimum, which the autoscaler would set at its first look.
  * - Service names: podman has no Service addresses and no DNS between pods on its network, so
  *   each pod gets a hosts entry for the Services it reaches, pointing at the pod behind each
  *   (`addresses`).
@@ -38,6 +40,7 @@ export function forPodman(
     .map((object) => {
       if (object.kind !== 'Deployment') return object;
       const deployment = structuredClone(object) as Deployment;
+      deployment.spec.replicas = replicasOf(objects, deployment);
       const pod = deployment.spec.template.spec;
       pod.containers = pod.containers.map((container) => asPlayed(objects, container));
       pod.volumes = pod.volumes?.map((volume) => {
@@ -52,6 +55,16 @@ export function forPodman(
       if (aliases.length > 0) pod.hostAliases = aliases;
       return deployment;
     });
+}
+
+/** How many pods a Deployment runs at first: its autoscaler's minimum, or else its own count. */
+export function replicasOf(objects: KubeObject[], deployment: Deployment): number {
+  const autoscaler = objects.find(
+    (o) =>
+      o.kind === 'HorizontalPodAutoscaler' &&
+      (o.spec as { scaleTargetRef: { kind: string; name: string } }).scaleTargetRef.name === deployment.metadata.name,
+  ) as (KubeObject & { spec: { minReplicas?: number } }) | undefined;
+  return autoscaler?.spec.minReplicas ?? deployment.spec.replicas ?? 1;
 }
 
 /** A container with its Secret values in place, `$(VAR)` expanded in its args, and no container ports. */
