@@ -590,7 +590,7 @@ export const SETTINGS = {
   }),
   redisTlsServername: setting<string | null>({
     env: 'REDIS_TLS_SERVERNAME',
-    help: "the DNS name to check in Redis's certificate and send as SNI, when Redis is reached by address or through a proxy",
+    help: 'the DNS name to check in the certificates of Redis and of its sentinels alike, and send as SNI, when they are reached by address or through a proxy',
     default: null,
     defaultText: 'the host reached',
     parse: serverName,
