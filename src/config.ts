@@ -475,11 +475,12 @@ export const SETTINGS = {
     // A client on a poor network sends its headers in well under a second; 10 s leaves room for
     // one that struggles while not holding a connection for long.
     default: 10_000,
+    defaultText: '10000, or REQUEST_TIMEOUT_MS if that is less',
     parse: integer(1, 2 ** 31 - 1),
   }),
   requestTimeoutMs: setting({
     env: 'REQUEST_TIMEOUT_MS',
-    help: 'time a client has to send a whole request, in ms, 1 to 2147483647, at least HEADERS_TIMEOUT_MS',
+    help: 'time a client has to send a whole request, in ms, 1 to 2147483647, at least HEADERS_TIMEOUT_MS when that is set',
     // Reads the default 1 MiB body at a mere 35 KB/s.
     default: 30_000,
     parse: integer(1, 2 ** 31 - 1),
@@ -815,7 +816,9 @@ export function loadConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Con
   }
   const { headersTimeoutMs, requestTimeoutMs } = config as unknown as Config;
   // The headers are part of the request: Node refuses a headers timeout longer than the request's.
-  if (headersTimeoutMs > requestTimeoutMs) {
+  // Left unset, the headers' timeout is the request's when that is the shorter.
+  if (!given.has('headersTimeoutMs')) config.headersTimeoutMs = Math.min(headersTimeoutMs, requestTimeoutMs);
+  else if (headersTimeoutMs > requestTimeoutMs) {
     throw new ConfigError(
       `invalid HEADERS_TIMEOUT_MS ${headersTimeoutMs}: must not be more than REQUEST_TIMEOUT_MS (${requestTimeoutMs})`,
     );

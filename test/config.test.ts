@@ -219,16 +219,23 @@ describe('loadConfig', () => {
     ]);
   });
 
-  it('rejects a headers timeout longer than the request timeout, whichever was set', () => {
+  it('rejects a headers timeout set longer than the request timeout', () => {
     const message = 'invalid HEADERS_TIMEOUT_MS 20000: must not be more than REQUEST_TIMEOUT_MS (10000)';
     assert.throws(
       () => loadConfig([], { HEADERS_TIMEOUT_MS: '20000', REQUEST_TIMEOUT_MS: '10000' }),
       new ConfigError(message),
     );
     assert.throws(
-      () => loadConfig([], { REQUEST_TIMEOUT_MS: '5000' }),
-      new ConfigError('invalid HEADERS_TIMEOUT_MS 10000: must not be more than REQUEST_TIMEOUT_MS (5000)'),
+      () => loadConfig([], { HEADERS_TIMEOUT_MS: '40000' }),
+      new ConfigError('invalid HEADERS_TIMEOUT_MS 40000: must not be more than REQUEST_TIMEOUT_MS (30000)'),
     );
+  });
+
+  it('takes a request timeout under the headers timeout left unset: the headers get the same', () => {
+    const config = loadConfig([], { REQUEST_TIMEOUT_MS: '3000' });
+    assert.deepEqual([config.headersTimeoutMs, config.requestTimeoutMs], [3000, 3000]);
+    const longer = loadConfig([], { REQUEST_TIMEOUT_MS: '60000' });
+    assert.deepEqual([longer.headersTimeoutMs, longer.requestTimeoutMs], [10_000, 60_000]);
   });
 
   const bad: [string[], Record<string, string>, string][] = [
