@@ -1,7 +1,9 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { closeSync, openSync } from 'node:fs';
-import { readFile } from 'node:fs/promises';
+import { readFile, rm, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { request } from 'undici';
 import { SETTINGS } from '../src/config.js';
@@ -250,3 +252,43 @@ export function withTimeout<T>(promise: Promise<T>, ms: number, what: string): P
 }
 
 export const exitOf = (exit: Exit) => ({ code: exit.code, signal: exit.signal });
+
+/** A look inside a server process: what `expression` gives there, asked on SIGUSR2. */
+export interface ProcessProbe<T> {
+  /** What to start the server's node with (`SpawnOptions.nodeArgs`). */
+  nodeArgs: string[];
+  /** Signals `server`, started with `nodeArgs`, and returns what `expression` gave in it. */
+  read(server: ServerProcess): Promise<T>;
+}
+
+/**
+ * A module for `node --require`, written in `dir`, that on SIGUSR2 writes what `expression`
+ * (CommonJS, evaluated in the server's process) gives, as JSON, to a file beside it.
+ */
+export async function processProbe<T>(
+  dir: string,
+  expression: string,
+  nodeArgs: string[] = [],
+): Promise<ProcessProbe<T>> {
+  const module = join(dir, 'probe.cjs');
+  const file = join(dir, 'probe.json');
+  await writeFile(
+    module,
+    `process.on('SIGUSR2', () => require('node:fs').writeFileSync(${JSON.stringify(file)}, JSON.stringify(${expression})));`,
+  );
+  return {
+    nodeArgs: [...nodeArgs, '--require', module],
+    async read(server) {
+      await rm(file, { force: true });
+      server.child.kill('SIGUSR2');
+      for (const deadline = performance.now() + 5000; performance.now() < deadline; await sleep(10)) {
+        try {
+          return JSON.parse(await readFile(file, 'utf8')) as T;
+        } catch {
+          // not written yet, or not whole
+        }
+      }
+      throw new Error('the probe wrote nothing');
+    },
+  };
+}

@@ -1,17 +1,16 @@
 import assert from 'node:assert/strict';
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, rm } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { setTimeout as sleep } from 'node:timers/promises';
 import type { FastifyInstance } from 'fastify';
 import { request } from 'undici';
 import { buildApp } from '../src/app.js';
 import { DEFAULT_CONFIG } from '../src/config.js';
 import { SchemaCode } from '../src/lib/schema-code.js';
 import { builtSchemaCode } from './built-schema-code.js';
-import { type ServerProcess, startServer } from './server-process.js';
+import { processProbe, startServer } from './server-process.js';
 
 /**
  * What a start loads: what `/api/*` needs, and nothing of the documentation, its document or Redis
@@ -22,35 +21,6 @@ import { type ServerProcess, startServer } from './server-process.js';
 /** Whether `files` (module paths) hold one under `node_modules/` that begins with `path`. */
 const among = (files: string[], path: string) => files.some((file) => file.includes(`/node_modules/${path}`));
 const loaded = (path: string) => among(Object.keys(createRequire(import.meta.url).cache), path);
-
-/**
- * A module for `node --require` that writes, on SIGUSR2, the CommonJS modules its process has
- * loaded (what the bundle reads from node_modules among them) to `modules.json` in `dir`.
- */
-async function moduleProbe(dir: string): Promise<string> {
-  const probe = join(dir, 'probe.cjs');
-  const file = JSON.stringify(join(dir, 'modules.json'));
-  await writeFile(
-    probe,
-    `process.on('SIGUSR2', () => require('node:fs').writeFileSync(${file}, JSON.stringify(Object.keys(require.cache))));`,
-  );
-  return probe;
-}
-
-/** The modules `server`, run with `moduleProbe(dir)`, has loaded by now. */
-async function modulesOf(server: ServerProcess, dir: string): Promise<string[]> {
-  const file = join(dir, 'modules.json');
-  await rm(file, { force: true });
-  server.child.kill('SIGUSR2');
-  for (const deadline = performance.now() + 5000; performance.now() < deadline; await sleep(10)) {
-    try {
-      return JSON.parse(await readFile(file, 'utf8'));
-    } catch {
-      // not written yet, or not whole
-    }
-  }
-  throw new Error('the probe wrote nothing');
-}
 
 const LAZY = ['@fastify/swagger-ui/', '@fastify/static/', '@fastify/swagger/', 'yaml/', 'ioredis/'];
 /** Ajv's and fast-json-stringify's compilers, and Fastify's wrappers of them. */
@@ -103,7 +73,9 @@ describe('start-up', () => {
 describe('the built service (dist/server.js)', () => {
   it('answers /api without loading a schema compiler: the bundle holds the code the build compiled', async () => {
     const dir = await mkdtemp(join(tmpdir(), 'start-up-'));
-    const server = await startServer({}, [], { nodeArgs: ['--require', await moduleProbe(dir)] });
+    // The CommonJS modules the process has loaded: what the bundle reads from node_modules among them.
+    const probe = await processProbe<string[]>(dir, 'Object.keys(require.cache)');
+    const server = await startServer({}, [], { nodeArgs: probe.nodeArgs });
     try {
       const base = `http://127.0.0.1:${server.port}`;
       const statuses: number[] = [];
@@ -122,14 +94,14 @@ describe('the built service (dist/server.js)', () => {
         statuses.push(response.statusCode);
       }
       assert.deepEqual(statuses, [200, 200, 400, 200, 200, 400]);
-      const modules = await modulesOf(server, dir);
+      const modules = await probe.read(server);
       assert.deepEqual(
         COMPILERS.filter((path) => among(modules, path)),
         [],
       );
       // The probe sees them once loaded: the OpenAPI document's own app compiles with them.
       await (await request(`${base}/openapi.json`)).body.dump();
-      assert.ok(among(await modulesOf(server, dir), 'ajv/dist/ajv.js'));
+      assert.ok(among(await probe.read(server), 'ajv/dist/ajv.js'));
     } finally {
       server.kill();
       await rm(dir, { recursive: true, force: true });
