@@ -192,17 +192,20 @@ export function injectedError(status: number, by: string, headers: Readonly<Reco
   return new ApiError(status, injectedCode(status), message, [], { ...STATUS_HEADERS[status], ...headers });
 }
 
-/** A 401: no bearer token, or not the right one (RFC 6750, 3.1: `invalid_token`, only when one was sent). */
-export function unauthorized(tokenSent: boolean): ApiError {
-  return new ApiError(
-    401,
-    'UNAUTHORIZED',
-    tokenSent
-      ? 'The bearer token is not the right one.'
-      : "This needs the operator's bearer token: Authorization: Bearer <token>.",
-    [],
-    { 'www-authenticate': tokenSent ? 'Bearer error="invalid_token"' : 'Bearer' },
-  );
+/**
+ * A 401 for a request without the operator's token (`none`), with another (`wrong`: RFC 6750, 3.1,
+ * `invalid_token`, only when one was sent), or with Authorization given more than once (`repeated`),
+ * which no protocol may read as one token.
+ */
+export function unauthorized(why: 'none' | 'wrong' | 'repeated'): ApiError {
+  const message = {
+    none: "This needs the operator's bearer token: Authorization: Bearer <token>.",
+    wrong: 'The bearer token is not the right one.',
+    repeated: 'Authorization must be given once: Authorization: Bearer <token>.',
+  }[why];
+  return new ApiError(401, 'UNAUTHORIZED', message, [], {
+    'www-authenticate': why === 'wrong' ? 'Bearer error="invalid_token"' : 'Bearer',
+  });
 }
 
 /** The detail's message for a parameter that takes one value and was sent several times. */
