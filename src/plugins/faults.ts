@@ -192,7 +192,7 @@ export const faultsPlugin = fp(
       const by = abort.source === 'settings' ? 'FAULT_ERROR_RATE' : FAULT_HEADERS.abort;
       if (status >= 400) {
         const allow = [...(methods.get(request.routeOptions.url ?? '') ?? [])].join(', ');
-        done(injectedError(status, by, status === 405 ? { allow } : {}));
+        done(injectedError(status, by, { allow, http2: isHttp2(request) }));
         return;
       }
       // A success or a redirect has no envelope: the status alone, with no body, as Envoy answers it.

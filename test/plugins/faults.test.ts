@@ -191,9 +191,12 @@ describe('FAULT_HEADERS=true', () => {
       [403, 'FORBIDDEN'],
       [404, 'NOT_FOUND'],
       [405, 'METHOD_NOT_ALLOWED', { allow: 'GET, HEAD' }],
+      [407, 'PROXY_AUTHENTICATION_REQUIRED', { 'proxy-authenticate': 'Bearer' }],
       [409, 'CONFLICT'],
+      [416, 'RANGE_NOT_SATISFIABLE'],
       [418, 'IM_A_TEAPOT'],
       [422, 'UNSUPPORTED_CURRENCY'],
+      [426, 'UPGRADE_REQUIRED', { upgrade: 'HTTP/3.0', connection: 'upgrade' }],
       [429, 'RATE_LIMIT_EXCEEDED', { 'retry-after': '1' }],
       [502, 'BAD_GATEWAY'],
       [503, 'SERVICE_UNAVAILABLE', { 'retry-after': '1' }],
@@ -640,6 +643,28 @@ describe('the OpenAPI document of a deployment that injects faults', () => {
     }
   });
 
+  it('FAULT_ERROR_STATUS=407 and 426: the injected response lists the header RFC 9110 requires, and the answers have it', async () => {
+    for (const [status, header, value] of [
+      [407, 'Proxy-Authenticate', 'Bearer'],
+      [426, 'Upgrade', 'HTTP/3.0'],
+    ] as const) {
+      const served = await serve({ faultErrorRate: 1, faultErrorStatus: status });
+      try {
+        const doc = await documentOf(served);
+        const ref = doc.components.responses.InjectedError.headers[header].$ref as string;
+        const component = doc.components.headers[ref.replace('#/components/headers/', '')];
+        assert.deepEqual(component.schema, { type: 'string', const: value });
+        const conformance = await conformanceOf(served.app);
+        const request = { path: '/api/hello/Ada' };
+        const res = await served.send(request);
+        assert.equal(res.headers[header.toLowerCase()], value);
+        conformance.check(request, res);
+      } finally {
+        await served.close();
+      }
+    }
+  });
+
   it("FAULT_HEADERS: a default response under /api, and every code of 400 to 599 among the envelope's", async () => {
     const served = await serve({ faultHeaders: true });
     try {
@@ -897,6 +922,17 @@ describe('over HTTP/2 (h2c)', () => {
     assert.equal(aborted?.status, 503);
     assert.equal(aborted?.headers['retry-after'], '1');
     assert.equal(JSON.parse(aborted?.body ?? '').error.code, 'SERVICE_UNAVAILABLE');
+  });
+
+  it('the headers each status requires, but those HTTP/2 forbids: 401, 405, 407, 426 (no Upgrade)', async () => {
+    const [unauthorized, notAllowed, proxy, upgrade] = await onOneConnection(
+      [401, 405, 407, 426].map((status) => ({ 'x-envoy-fault-abort-request': String(status) })),
+    );
+    assert.deepEqual([unauthorized?.status, unauthorized?.headers['www-authenticate']], [401, 'Bearer']);
+    assert.deepEqual([notAllowed?.status, notAllowed?.headers.allow], [405, 'GET, HEAD']);
+    assert.deepEqual([proxy?.status, proxy?.headers['proxy-authenticate']], [407, 'Bearer']);
+    assert.deepEqual([upgrade?.status, upgrade?.headers.upgrade, upgrade?.rstCode], [426, undefined, 0]);
+    assert.equal(JSON.parse(upgrade?.body ?? '').error.code, 'UPGRADE_REQUIRED');
   });
 
   it('a held request whose client cancels its stream ends then, logged once with status 0', async () => {
