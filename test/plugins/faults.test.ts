@@ -707,12 +707,16 @@ describe('delays longer than REQUEST_TIMEOUT_MS', () => {
       });
       after(() => served.close());
 
-      /** A request over the protocol of this describe: its status, body and when it ended. */
-      async function send(method: 'GET' | 'POST', id: string): Promise<{ status: number; text: string; ms: number }> {
+      /** A request with these fault headers over the protocol of this describe: its status, body and when it ended. */
+      async function send(
+        method: 'GET' | 'POST',
+        faults: Record<string, string>,
+        posted = BODY,
+      ): Promise<{ status: number; text: string; ms: number }> {
         const path = method === 'GET' ? '/api/hello/Ada' : '/api/echo';
         const started = performance.now();
-        const body = method === 'POST' ? BODY : undefined;
-        const headers = { ...held(id), ...(body !== undefined && { 'content-type': 'application/json' }) };
+        const body = method === 'POST' ? posted : undefined;
+        const headers = { ...faults, ...(body !== undefined && { 'content-type': 'application/json' }) };
         if (!http2On) {
           const res = await sendTo(served.origin, { method, path, headers, body });
           return { status: res.status, text: res.text, ms: performance.now() - started };
@@ -747,7 +751,7 @@ describe('delays longer than REQUEST_TIMEOUT_MS', () => {
       for (const method of ['GET', 'POST'] as const) {
         it(`${method}: served when the delay ends, logged with its status`, async () => {
           const id = `held-past-timeout-${method}-${http2On ? 'h2' : 'h1'}`;
-          const res = await send(method, id);
+          const res = await send(method, held(id));
           assert.equal(res.status, 200);
           const answer = JSON.parse(res.text);
           if (method === 'GET') assert.deepEqual(answer, { greeting: 'Hello, Ada!' });
@@ -757,6 +761,16 @@ describe('delays longer than REQUEST_TIMEOUT_MS', () => {
           assert.deepEqual([line.status, line.fault], [200, 'delay']);
         });
       }
+
+      it('a POST whose answer is paced for longer than REQUEST_TIMEOUT_MS is sent whole', async () => {
+        const id = `paced-past-timeout-${http2On ? 'h2' : 'h1'}`;
+        const posted = JSON.stringify({ text: 'x'.repeat(2_400) });
+        const res = await send('POST', { 'x-envoy-fault-throughput-response': '1', 'x-request-id': id }, posted);
+        assert.equal(res.status, 200);
+        assert.deepEqual(JSON.parse(res.text).received, JSON.parse(posted));
+        assert.ok(res.ms >= 2_000, `sent in ${res.ms.toFixed(0)} ms`);
+        assert.deepEqual([served.log.lineOf(id).status, served.log.lineOf(id).fault], [200, 'throughput']);
+      });
     });
   }
 });
