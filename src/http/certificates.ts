@@ -3,6 +3,7 @@ import { readFile } from 'node:fs/promises';
 import { createSecureContext, type Server as TlsServer } from 'node:tls';
 import type { FastifyBaseLogger } from 'fastify';
 import { ConfigError, readTlsKeyPair, type TlsKeyPair } from '../config.js';
+import { opensslReason } from '../lib/openssl-reason.js';
 
 /**
  * The server's certificate and key, from TLS_CERT_FILE and TLS_KEY_FILE, read at start and again
@@ -19,7 +20,6 @@ export const CERTIFICATE_POLL_MS = 2000;
 /** TLS versions served: 1.2 and 1.3, none older. */
 export const TLS_VERSIONS = { minVersion: 'TLSv1.2', maxVersion: 'TLSv1.3' } as const;
 
-/** What the log says of a certificate. */
 /**
  * The pair of the files, read and checked as at start, and then built into a TLS context as the
  * server would build it: what OpenSSL refuses is refused here, before the server is given it.
@@ -30,14 +30,14 @@ function servablePair(certFile: string, keyFile: string): TlsKeyPair {
   try {
     createSecureContext({ cert: pair.cert, key: pair.key, ...TLS_VERSIONS });
   } catch (error) {
-    const reason = (error as Error).message.replace(/^error:[0-9A-F]+:[^:]*:[^:]*:/, '');
     throw new ConfigError(
-      `invalid TLS_CERT_FILE ${JSON.stringify(certFile)} with TLS_KEY_FILE ${JSON.stringify(keyFile)}: OpenSSL refuses to serve the pair (${reason})`,
+      `invalid TLS_CERT_FILE ${JSON.stringify(certFile)} with TLS_KEY_FILE ${JSON.stringify(keyFile)}: OpenSSL refuses to serve the pair (${opensslReason(error)})`,
     );
   }
   return pair;
 }
 
+/** What the log says of a certificate. */
 function described({ certificate }: TlsKeyPair) {
   return {
     subject: certificate.subject.replaceAll('\n', ', '),

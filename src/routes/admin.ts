@@ -48,7 +48,7 @@ export const adminRoutes: FastifyPluginAsync<AdminRoutesOptions> = async (app, {
   let unreadable: string | null = null;
 
   /**
-   * Throws the 401 unless the request carries the token the file holds now, once. A request hook
+   * Throws the 401 unless the request carries, once, the token the file holds now. A request hook
    * of the routes: checked before the body is read or anything else of the request is judged, so
    * that a caller without the token is told nothing but 401.
    */

@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import { type ConnectionOptions, createSecureContext } from 'node:tls';
 import { Cluster, type ClusterOptions, Redis, type RedisOptions } from 'ioredis';
 import { type Config, ConfigError, readSecretFile, redisTlsOn } from '../config.js';
+import { opensslReason } from '../lib/openssl-reason.js';
 
 /** The settings the Redis client is built from. */
 export type RedisSettings = Pick<
@@ -69,8 +70,7 @@ function checkedByOpenssl(options: ConnectionOptions, settings: string): void {
   try {
     createSecureContext(options);
   } catch (error) {
-    const reason = (error as Error).message.replace(/^error:[0-9A-F]+:[^:]*:[^:]*:/, '');
-    throw new ConfigError(`invalid ${settings}: OpenSSL refuses it (${reason})`);
+    throw new ConfigError(`invalid ${settings}: OpenSSL refuses it (${opensslReason(error)})`);
   }
 }
 
