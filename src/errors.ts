@@ -162,14 +162,35 @@ const CONTRACT_CODES: Readonly<Record<number, ErrorCode>> = {
   500: INTERNAL_ERROR,
 };
 
-/** Extra headers an error status comes with, whoever answers it. */
+/**
+ * Extra headers an error status comes with, whoever answers it: those RFC 9110 requires of it
+ * (401 WWW-Authenticate, 15.5.2; 407 Proxy-Authenticate, 15.5.8; 426 Upgrade, 15.5.22, which names
+ * its protocol in Connection, 7.8, as RFC 9110's own example does), and those the service adds.
+ * 405's Allow depends on the route, and is given. Not sent: 416's Content-Range, which only a range
+ * request of a known length can say (a SHOULD).
+ */
 const STATUS_HEADERS: Readonly<Record<number, Readonly<Record<string, string>>>> = {
   401: { 'www-authenticate': 'Bearer' },
+  407: { 'proxy-authenticate': 'Bearer' },
   // The service's own 408 closes the connection, as RFC 9110 (15.5.9) expects.
   408: { connection: 'close' },
+  426: { upgrade: 'HTTP/3.0', connection: 'upgrade' },
   429: { 'retry-after': '1' },
   503: { 'retry-after': '1' },
 };
+
+/** Fields that belong to an HTTP/1.1 connection, which HTTP/2 forbids (RFC 9113, 8.2.2). */
+const CONNECTION_FIELDS = new Set(['connection', 'upgrade']);
+
+/**
+ * The headers an injected error of `status` carries, for the OpenAPI document: each with whether
+ * HTTP/2 has it too. Connection, which only says how the connection goes on, is left out.
+ */
+export function injectedHeaders(status: number): { name: string; value: string; http2: boolean }[] {
+  return Object.entries(STATUS_HEADERS[status] ?? {})
+    .filter(([name]) => name !== 'connection')
+    .map(([name, value]) => ({ name, value, http2: !CONNECTION_FIELDS.has(name) }));
+}
 
 /**
  * The code an injected error of `status` answers with: the contract's code of that status (the
@@ -183,26 +204,36 @@ export function injectedCode(status: number): EnvelopeCode {
 
 /**
  * An error a fault injects instead of the answer: the envelope of its status, with the headers the
- * service answers that status with (`Allow`, given, on a 405), and a message that says it was
+ * service answers that status with (`allow`, the route's methods, on a 405), but over HTTP/2 none
+ * that belong to an HTTP/1.1 connection (a 426's Upgrade), and a message that says it was
  * injected and by what; a 500's is the generic one all the same (spec 7.2, rule 5).
  */
-export function injectedError(status: number, by: string, headers: Readonly<Record<string, string>> = {}): ApiError {
+export function injectedError(
+  status: number,
+  by: string,
+  { allow, http2 }: { allow: string; http2: boolean },
+): ApiError {
   const message =
     status === 500 ? GENERIC_MESSAGE : `Injected fault: answered ${status} instead of being served (${by}).`;
-  return new ApiError(status, injectedCode(status), message, [], { ...STATUS_HEADERS[status], ...headers });
+  const headers: Record<string, string> = { ...STATUS_HEADERS[status], ...(status === 405 && { allow }) };
+  if (http2) for (const name of CONNECTION_FIELDS) delete headers[name];
+  return new ApiError(status, injectedCode(status), message, [], headers);
 }
 
-/** A 401: no bearer token, or not the right one (RFC 6750, 3.1: `invalid_token`, only when one was sent). */
-export function unauthorized(tokenSent: boolean): ApiError {
-  return new ApiError(
-    401,
-    'UNAUTHORIZED',
-    tokenSent
-      ? 'The bearer token is not the right one.'
-      : "This needs the operator's bearer token: Authorization: Bearer <token>.",
-    [],
-    { 'www-authenticate': tokenSent ? 'Bearer error="invalid_token"' : 'Bearer' },
-  );
+/**
+ * A 401 for a request without the operator's token (`none`), with another (`wrong`: RFC 6750, 3.1,
+ * `invalid_token`, only when one was sent), or with Authorization given more than once (`repeated`),
+ * which no protocol may read as one token.
+ */
+export function unauthorized(why: 'none' | 'wrong' | 'repeated'): ApiError {
+  const message = {
+    none: "This needs the operator's bearer token: Authorization: Bearer <token>.",
+    wrong: 'The bearer token is not the right one.',
+    repeated: 'Authorization must be given once: Authorization: Bearer <token>.',
+  }[why];
+  return new ApiError(401, 'UNAUTHORIZED', message, [], {
+    'www-authenticate': why === 'wrong' ? 'Bearer error="invalid_token"' : 'Bearer',
+  });
 }
 
 /** The detail's message for a parameter that takes one value and was sent several times. */

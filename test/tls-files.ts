@@ -29,6 +29,11 @@ export interface TlsFiles {
   clientKey: string;
   /** A file that is no PEM. */
   notPem: string;
+  /** A self-signed certificate whose key is RSA-512: it parses and matches, and OpenSSL refuses to serve it. */
+  weakCert: string;
+  weakKey: string;
+  /** The server's key, encrypted with a passphrase. */
+  encryptedKey: string;
   /** Removes the directory. */
   remove(): void;
 }
@@ -76,6 +81,22 @@ export function makeTlsFiles(): TlsFiles {
   certificate(dir, 'name-only', `/CN=${SERVER_NAME}`, 'ca', `DNS:${SERVER_NAME}`);
   certificate(dir, 'client', '/CN=greeting-service', 'ca');
   writeFileSync(join(dir, 'not.pem'), 'this is no certificate\n');
+  openssl(dir, [
+    'req',
+    '-x509',
+    '-newkey',
+    'rsa:512',
+    '-nodes',
+    '-keyout',
+    'weak.key',
+    '-out',
+    'weak.pem',
+    '-days',
+    '1',
+    '-subj',
+    '/CN=weak',
+  ]);
+  openssl(dir, ['pkey', '-in', 'server.key', '-aes256', '-passout', 'pass:secret', '-out', 'encrypted.key']);
   const file = (name: string) => join(dir, name);
   return {
     dir,
@@ -88,6 +109,9 @@ export function makeTlsFiles(): TlsFiles {
     clientCert: file('client.pem'),
     clientKey: file('client.key'),
     notPem: file('not.pem'),
+    weakCert: file('weak.pem'),
+    weakKey: file('weak.key'),
+    encryptedKey: file('encrypted.key'),
     remove: () => rmSync(dir, { recursive: true, force: true }),
   };
 }

@@ -1,15 +1,17 @@
 import { readFileSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
-import type { Server as TlsServer } from 'node:tls';
+import { createSecureContext, type Server as TlsServer } from 'node:tls';
 import type { FastifyBaseLogger } from 'fastify';
-import { readTlsKeyPair, type TlsKeyPair } from '../config.js';
+import { ConfigError, readTlsKeyPair, type TlsKeyPair } from '../config.js';
+import { opensslReason } from '../lib/openssl-reason.js';
 
 /**
  * The server's certificate and key, from TLS_CERT_FILE and TLS_KEY_FILE, read at start and again
  * on request (SIGHUP) or when the files change, which is looked for every two seconds by reading
  * them: a Kubernetes secret is updated by swapping a symbolic link, which a watch on the files would
  * not see. A new pair is served to new connections; those open keep theirs. Files that cannot be
- * used are refused with one warning, and the pair in use stays.
+ * used, and a pair OpenSSL refuses to serve (an RSA key too short for its security level, a
+ * certificate signed with too weak a digest), are refused with one warning, and the pair in use stays.
  */
 
 /** How often the files are read to see whether they changed, in ms. */
@@ -17,6 +19,23 @@ export const CERTIFICATE_POLL_MS = 2000;
 
 /** TLS versions served: 1.2 and 1.3, none older. */
 export const TLS_VERSIONS = { minVersion: 'TLSv1.2', maxVersion: 'TLSv1.3' } as const;
+
+/**
+ * The pair of the files, read and checked as at start, and then built into a TLS context as the
+ * server would build it: what OpenSSL refuses is refused here, before the server is given it.
+ * Throws a ConfigError naming the settings.
+ */
+function servablePair(certFile: string, keyFile: string): TlsKeyPair {
+  const pair = readTlsKeyPair(certFile, keyFile);
+  try {
+    createSecureContext({ cert: pair.cert, key: pair.key, ...TLS_VERSIONS });
+  } catch (error) {
+    throw new ConfigError(
+      `invalid TLS_CERT_FILE ${JSON.stringify(certFile)} with TLS_KEY_FILE ${JSON.stringify(keyFile)}: OpenSSL refuses to serve the pair (${opensslReason(error)})`,
+    );
+  }
+  return pair;
+}
 
 /** What the log says of a certificate. */
 function described({ certificate }: TlsKeyPair) {
@@ -38,11 +57,11 @@ export class ServerCertificate {
   #poll: NodeJS.Timeout | undefined;
   #checking = false;
 
-  /** Reads the pair; throws the ConfigError of a file that cannot be used. */
+  /** Reads the pair; throws the ConfigError of a file, or a pair, that cannot be used. */
   constructor(certFile: string, keyFile: string) {
     this.#certFile = certFile;
     this.#keyFile = keyFile;
-    this.#pair = readTlsKeyPair(certFile, keyFile);
+    this.#pair = servablePair(certFile, keyFile);
   }
 
   /** The options of a TLS server that serves the pair read at start. */
@@ -94,7 +113,8 @@ export class ServerCertificate {
   #load(reason: string): void {
     let pair: TlsKeyPair;
     try {
-      pair = readTlsKeyPair(this.#certFile, this.#keyFile);
+      pair = servablePair(this.#certFile, this.#keyFile);
+      this.#server?.setSecureContext({ cert: pair.cert, key: pair.key, ...TLS_VERSIONS });
     } catch (error) {
       this.#refused = this.#stateNow();
       this.#log?.warn(
@@ -105,7 +125,6 @@ export class ServerCertificate {
     }
     this.#pair = pair;
     this.#refused = undefined;
-    this.#server?.setSecureContext(this.serverOptions);
     this.#log?.info({ reason, tls_cert_file: this.#certFile, ...described(pair) }, 'TLS certificate loaded');
   }
 }

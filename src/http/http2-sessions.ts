@@ -197,6 +197,8 @@ export class Http2Sessions {
   #requestTimer(req: Http2ServerRequest, res: Http2ServerResponse): NodeJS.Timeout {
     return setTimeout(() => {
       if (req.complete || res.writableEnded || req.stream.destroyed) return;
+      // Sent whole (END_STREAM) but not read yet, as while a fault holds the request: it has arrived.
+      if (req.stream.state.remoteClose === 1) return;
       // Fastify reads the body and listens for its errors: it answers this one with the envelope.
       if (!res.headersSent && req.listenerCount('error') > 0) req.emit('error', apiError(408));
       else req.stream.close(constants.NGHTTP2_CANCEL);

@@ -78,6 +78,23 @@ function watchClose(request: FastifyRequest, reply: FastifyReply, gone: () => vo
   return () => reply.raw.off('close', gone);
 }
 
+/** Does nothing: the listener that tells node:http a socket's timeout is taken care of. */
+const ignore = (): void => {};
+
+/**
+ * Keeps an HTTP/1.1 connection whose request is held from being closed by its idle timeout (the
+ * connection timeout Fastify derives from REQUEST_TIMEOUT_MS), which would end the hold in an
+ * empty reply: node:http closes a socket that times out only when neither its response nor its
+ * server listens for the timeout. The service is the one waiting; the request has come, and a
+ * client that leaves still ends the hold. Answers the function that lets the timeout close it again.
+ * Over HTTP/2, the session's own timers tell a held stream from a stalled one.
+ */
+function keepIdleSocket(request: FastifyRequest, reply: FastifyReply): () => void {
+  if (isHttp2(request)) return ignore;
+  reply.raw.on('timeout', ignore);
+  return () => reply.raw.off('timeout', ignore);
+}
+
 /** Sends the head of the reply's answer at once, announcing a body of `length` bytes. */
 function sendHead(reply: FastifyReply, length: number): void {
   const headers = { ...reply.getHeaders(), 'content-length': String(length) } as OutgoingHttpHeaders;
@@ -145,15 +162,18 @@ export const faultsPlugin = fp(
       const gone = () => {
         clearTimeout(timer);
         holds.delete(hold);
+        idleAllowed();
         noAnswer(request, reply);
       };
       const fire = () => {
         holds.delete(hold);
         unwatch();
+        idleAllowed();
         then();
       };
       holds.add(hold);
       const unwatch = watchClose(request, reply, gone);
+      const idleAllowed = keepIdleSocket(request, reply);
       schedule(Math.min(endsAt, deadline));
     };
 
@@ -172,7 +192,7 @@ export const faultsPlugin = fp(
       const by = abort.source === 'settings' ? 'FAULT_ERROR_RATE' : FAULT_HEADERS.abort;
       if (status >= 400) {
         const allow = [...(methods.get(request.routeOptions.url ?? '') ?? [])].join(', ');
-        done(injectedError(status, by, status === 405 ? { allow } : {}));
+        done(injectedError(status, by, { allow, http2: isHttp2(request) }));
         return;
       }
       // A success or a redirect has no envelope: the status alone, with no body, as Envoy answers it.

@@ -1,7 +1,13 @@
 import type { SwaggerOptions } from '@fastify/swagger';
 import Fastify, { type FastifyInstance, type FastifySchema, type RouteOptions } from 'fastify';
 import fp from 'fastify-plugin';
-import { type DocumentedStatus, errorDescription, injectedCode, RETRY_AFTER_HEADER } from '../errors.js';
+import {
+  type DocumentedStatus,
+  errorDescription,
+  injectedCode,
+  injectedHeaders,
+  RETRY_AFTER_HEADER,
+} from '../errors.js';
 import { type ApiPathTest, apiBase } from '../lib/api-path.js';
 import { DOCUMENTED_AS, JSON_BODY_MEDIA_TYPES, OPERATOR_SECURITY, OPERATOR_SECURITY_SCHEME } from '../schemas.js';
 import { API_VERSION, LICENSE, VERSION } from '../version.js';
@@ -167,6 +173,8 @@ const HEADER_DESCRIPTIONS: Record<string, string> = {
   'RateLimit-Remaining': 'Requests left to this client in the current window.',
   'RateLimit-Reset': 'Seconds until the current window ends.',
   Allow: 'The methods the path takes.',
+  Upgrade:
+    'The protocol a 426 asks for, as in RFC 9110’s example: always `HTTP/3.0`, over HTTP/1.1 only, since HTTP/2 forbids the field (RFC 9113, 8.2.2).',
   'X-Fault-Injected':
     'The faults injected into this answer, in the order they happened: `delay`, `abort`, `throughput`, `truncate`.',
 };
@@ -187,11 +195,11 @@ class Shaper {
     this.#apiBase = apiBase(options.contextPath);
   }
 
-  /** A reference to a header component, made on first use, always sent. */
-  #header(component: string, schema: Json, name = component): Json {
+  /** A reference to a header component, made on first use, always sent unless not `required`. */
+  #header(component: string, schema: Json, name = component, required = true): Json {
     this.headers[component] ??= {
       description: HEADER_DESCRIPTIONS[name] ?? `Always ${JSON.stringify(schema.const)}.`,
-      required: true,
+      required,
       schema,
     };
     return { $ref: `#/components/headers/${component}` };
@@ -268,8 +276,14 @@ class Shaper {
         ...this.#common(true, false),
         'X-Fault-Injected': this.#header('X-Fault-Injected', { type: 'string', examples: ['abort', 'delay, abort'] }),
       };
-      if (status === 429 || status === 503) {
-        headers['Retry-After'] = this.#header('Retry-After', RETRY_AFTER_HEADER['Retry-After']);
+      for (const { name, value, http2 } of status === null ? [] : injectedHeaders(status)) {
+        if (name === 'retry-after')
+          headers['Retry-After'] = this.#header('Retry-After', RETRY_AFTER_HEADER['Retry-After']);
+        else {
+          const shown = name === 'www-authenticate' ? 'WWW-Authenticate' : headerName(name);
+          // Sent over every protocol but HTTP/2 when it is a field of the connection.
+          headers[shown] = this.#header(`Injected-${shown}`, { type: 'string', const: value }, shown, http2);
+        }
       }
       this.responses[name] = {
         description,
@@ -295,7 +309,7 @@ class Shaper {
     if (faults.headers) {
       responses.default = this.#injectedResponse(
         'InjectedFault',
-        `An injected fault the request asked for with \`x-envoy-fault-abort-request\`: any status from ${ABORT_STATUSES.min} to ${ABORT_STATUSES.max}, the error envelope for 4xx and 5xx, no body for 2xx and 3xx.`,
+        `An injected fault the request asked for with \`x-envoy-fault-abort-request\`: any status from ${ABORT_STATUSES.min} to ${ABORT_STATUSES.max}, the error envelope for 4xx and 5xx, with the headers RFC 9110 requires of its status (401 \`WWW-Authenticate\`, 405 \`Allow\`, 407 \`Proxy-Authenticate\`, 426 \`Upgrade\` over HTTP/1.1), no body for 2xx and 3xx.`,
         null,
       );
     }

@@ -11,6 +11,20 @@ export interface AdminRoutesOptions {
   readiness: Readiness;
 }
 
+/**
+ * How many Authorization fields the request has: over HTTP/1.1 Node joins them into one value, over
+ * HTTP/2 it keeps the first; either way only the raw fields tell.
+ */
+function authorizationFields(request: FastifyRequest): number {
+  const lines = request.raw.rawHeaders;
+  let count = 0;
+  for (let i = 0; i < lines.length; i += 2) if (lines[i]?.toLowerCase() === 'authorization') count += 1;
+  return count;
+}
+
+const CHECKED_FIRST =
+  'The token is checked before anything else of the request: without it, or with `Authorization` given more than once, the answer is 401 whatever the body.';
+
 const DONE = { type: 'null', description: 'Done; no body.' } as const;
 
 const UNAUTHORIZED = errorResponse(401, {
@@ -33,8 +47,12 @@ export const adminRoutes: FastifyPluginAsync<AdminRoutesOptions> = async (app, {
   let token = readAdminToken(tokenFile);
   let unreadable: string | null = null;
 
-  /** Throws the 401 unless the request carries the token the file holds now. */
-  const authenticate = (request: FastifyRequest): void => {
+  /**
+   * Throws the 401 unless the request carries, once, the token the file holds now. A request hook
+   * of the routes: checked before the body is read or anything else of the request is judged, so
+   * that a caller without the token is told nothing but 401.
+   */
+  const authenticate = async (request: FastifyRequest): Promise<void> => {
     try {
       token = readAdminToken(tokenFile);
       unreadable = null;
@@ -45,30 +63,31 @@ export const adminRoutes: FastifyPluginAsync<AdminRoutesOptions> = async (app, {
         app.log.warn({ file: tokenFile, reason: why }, 'ADMIN_TOKEN_FILE: the token read last is used');
       unreadable = why;
     }
+    if (authorizationFields(request) > 1) throw unauthorized('repeated');
     const given = bearerToken(request.headers.authorization);
-    if (given === null || !sameSecret(given, token)) throw unauthorized(given !== null);
+    if (given === null || !sameSecret(given, token)) throw unauthorized(given === null ? 'none' : 'wrong');
   };
 
-  const schema = (operationId: string, summary: string, description: string) => ({
-    operationId,
-    summary,
-    description,
-    tags: ['operations'],
-    security: [{ [OPERATOR_SECURITY]: [] }],
-    response: { 204: DONE, 401: UNAUTHORIZED },
+  const options = (operationId: string, summary: string, description: string) => ({
+    onRequest: authenticate,
+    schema: {
+      operationId,
+      summary,
+      description: `${description} ${CHECKED_FIRST}`,
+      tags: ['operations'],
+      security: [{ [OPERATOR_SECURITY]: [] }],
+      response: { 204: DONE, 401: UNAUTHORIZED },
+    },
   });
 
   app.post(
     '/readyz/disable',
-    {
-      schema: schema(
-        'disableReadiness',
-        'Take out of service',
-        'From now on `/readyz` answers 503, naming the request that did this, so that load balancers stop sending traffic; `/healthz` stays 200 and every request is still served. Again while out of service: 204, nothing changes.',
-      ),
-    },
+    options(
+      'disableReadiness',
+      'Take out of service',
+      'From now on `/readyz` answers 503, naming the request that did this, so that load balancers stop sending traffic; `/healthz` stays 200 and every request is still served. Again while out of service: 204, nothing changes.',
+    ),
     async (request, reply) => {
-      authenticate(request);
       if (readiness.disable(request.id)) {
         app.log.warn(
           { request_id: request.id },
@@ -81,15 +100,12 @@ export const adminRoutes: FastifyPluginAsync<AdminRoutesOptions> = async (app, {
 
   app.post(
     '/readyz/enable',
-    {
-      schema: schema(
-        'enableReadiness',
-        'Put back in service',
-        '`/readyz` answers 200 again, unless the service is shutting down or Redis is unavailable. Again while in service: 204, nothing changes.',
-      ),
-    },
+    options(
+      'enableReadiness',
+      'Put back in service',
+      '`/readyz` answers 200 again, unless the service is shutting down or Redis is unavailable. Again while in service: 204, nothing changes.',
+    ),
     async (request, reply) => {
-      authenticate(request);
       if (readiness.enable()) app.log.info({ request_id: request.id }, 'put back in service by an operator');
       return reply.code(204).send();
     },

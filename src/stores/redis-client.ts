@@ -1,7 +1,8 @@
 import { readFileSync } from 'node:fs';
-import type { ConnectionOptions } from 'node:tls';
+import { type ConnectionOptions, createSecureContext } from 'node:tls';
 import { Cluster, type ClusterOptions, Redis, type RedisOptions } from 'ioredis';
-import { type Config, readSecretFile, redisTlsOn } from '../config.js';
+import { type Config, ConfigError, readSecretFile, redisTlsOn } from '../config.js';
+import { opensslReason } from '../lib/openssl-reason.js';
 
 /** The settings the Redis client is built from. */
 export type RedisSettings = Pick<
@@ -60,15 +61,35 @@ function passwordReader(path: string | null, onPassword: (password: string) => v
   };
 }
 
-/** The TLS options of every connection (Redis, sentinels, cluster nodes), the files read once at start. */
+/**
+ * Builds `options` into a TLS context as each connection will: what OpenSSL refuses (a client key
+ * too short, `ee key too small`) is a ConfigError naming `settings`, not a failure of every
+ * connection to come.
+ */
+function checkedByOpenssl(options: ConnectionOptions, settings: string): void {
+  try {
+    createSecureContext(options);
+  } catch (error) {
+    throw new ConfigError(`invalid ${settings}: OpenSSL refuses it (${opensslReason(error)})`);
+  }
+}
+
+/** The TLS options of every connection (Redis, sentinels, cluster nodes), the files read and checked once at start. */
 function tlsOptions(settings: RedisSettings): ConnectionOptions | undefined {
   if (!redisTlsOn(settings)) return undefined;
   const { redisTlsCaFile: ca, redisTlsCertFile: cert, redisTlsKeyFile: key, redisTlsServername: servername } = settings;
-  return {
-    ...(ca !== null && { ca: readFileSync(ca, 'utf8') }),
-    ...(cert !== null && key !== null && { cert: readFileSync(cert, 'utf8'), key: readFileSync(key, 'utf8') }),
-    ...(servername !== null && { servername }),
-  };
+  const options: ConnectionOptions = { ...(servername !== null && { servername }) };
+  if (ca !== null) {
+    options.ca = readFileSync(ca, 'utf8');
+    checkedByOpenssl({ ca: options.ca }, `REDIS_TLS_CA_FILE ${JSON.stringify(ca)}`);
+  }
+  if (cert !== null && key !== null) {
+    options.cert = readFileSync(cert, 'utf8');
+    options.key = readFileSync(key, 'utf8');
+    const named = `REDIS_TLS_CERT_FILE ${JSON.stringify(cert)} with REDIS_TLS_KEY_FILE ${JSON.stringify(key)}`;
+    checkedByOpenssl({ cert: options.cert, key: options.key }, named);
+  }
+  return options;
 }
 
 /**

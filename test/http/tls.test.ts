@@ -196,15 +196,31 @@ describe('HTTPS', { skip: OPENSSL_MISSING && OPENSSL_SKIP_REASON }, () => {
     let version = 0;
     let server: RunningServer;
 
-    /** Makes a new version of the secret from these files and swaps it in. */
-    function swapSecret(cert: string, key: string): void {
+    /** What a version of the secret holds as tls.crt or tls.key: a copy of a file, a text, a directory, or nothing. */
+    type Entry = { copy: string } | { text: string } | 'directory' | 'missing';
+
+    /** Makes a new version of the secret with these entries and swaps it in. */
+    function swapSecretEntries(cert: Entry, key: Entry): void {
       version += 1;
       const dir = join(secret, `..version-${version}`);
       mkdirSync(dir);
-      copyFileSync(cert, join(dir, 'tls.crt'));
-      copyFileSync(key, join(dir, 'tls.key'));
+      for (const [entry, name] of [
+        [cert, 'tls.crt'],
+        [key, 'tls.key'],
+      ] as const) {
+        const path = join(dir, name);
+        if (entry === 'directory') mkdirSync(path);
+        else if (entry === 'missing') continue;
+        else if ('copy' in entry) copyFileSync(entry.copy, path);
+        else writeFileSync(path, entry.text);
+      }
       symlinkSync(`..version-${version}`, join(secret, '..data-next'));
       renameSync(join(secret, '..data-next'), join(secret, '..data'));
+    }
+
+    /** Makes a new version of the secret from these files and swaps it in. */
+    function swapSecret(cert: string, key: string): void {
+      swapSecretEntries({ copy: cert }, { copy: key });
     }
 
     const fingerprint = async () => (await handshake(server.port)).fingerprint;
@@ -295,6 +311,72 @@ describe('HTTPS', { skip: OPENSSL_MISSING && OPENSSL_SKIP_REASON }, () => {
       assert.equal(await fingerprint(), inUse);
     });
 
+    it('refuses every kind of bad file, and a pair OpenSSL refuses, by the watch and by SIGHUP, serving the pair in use', {
+      timeout: 90_000,
+    }, async () => {
+      const inUse = await fingerprint();
+      const half = (path: string) => {
+        const text = readFileSync(path, 'utf8');
+        return { text: text.slice(0, text.length / 2) };
+      };
+      const cases: [string, Entry, Entry, RegExp][] = [
+        [
+          'an RSA-512 pair',
+          { copy: files.weakCert },
+          { copy: files.weakKey },
+          /^invalid TLS_CERT_FILE ".*tls\.crt" with TLS_KEY_FILE ".*tls\.key": OpenSSL refuses to serve the pair \(ee key too small\)$/,
+        ],
+        [
+          'an empty certificate',
+          { text: '' },
+          { copy: files.serverKey },
+          /^invalid TLS_CERT_FILE .*: is not a PEM file/,
+        ],
+        [
+          'a truncated certificate',
+          half(files.serverCert),
+          { copy: files.serverKey },
+          /^invalid TLS_CERT_FILE .*: is not a PEM file/,
+        ],
+        [
+          'an empty key',
+          { copy: files.serverCert },
+          { text: '' },
+          /^invalid TLS_KEY_FILE .*: is not a PEM private key/,
+        ],
+        [
+          'a truncated key',
+          { copy: files.serverCert },
+          half(files.serverKey),
+          /^invalid TLS_KEY_FILE .*: is not a PEM private key/,
+        ],
+        [
+          'an encrypted key',
+          { copy: files.serverCert },
+          { copy: files.encryptedKey },
+          /^invalid TLS_KEY_FILE .*: is an encrypted key/,
+        ],
+        ['a directory', 'directory', { copy: files.serverKey }, /^invalid TLS_CERT_FILE .*: cannot be read \(EISDIR\)/],
+        ['a missing key', { copy: files.serverCert }, 'missing', /^invalid TLS_KEY_FILE .*: cannot be read \(ENOENT\)/],
+      ];
+      for (const [what, cert, key, error] of cases) {
+        const before = warnings().length;
+        swapSecretEntries(cert, key);
+        const watched = await server.waitForLog((line) => line.level === 40 && warnings().length > before, 5_000);
+        assert.equal(watched.reason, 'files changed', what);
+        assert.match(String(watched.error), error, what);
+        assert.equal(await fingerprint(), inUse, what);
+        server.child.kill('SIGHUP');
+        const asked = await server.waitForLog(
+          (line) => line.level === 40 && warnings().length > before + 1 && line.reason === 'reload asked for',
+          5_000,
+        );
+        assert.match(String(asked.error), error, what);
+        assert.equal(await fingerprint(), inUse, what);
+        assert.equal(server.child.exitCode, null, `${what}: still running`);
+      }
+    });
+
     it('SIGHUP loads the files at once, and SIGTERM still ends it with 0', { timeout: 30_000 }, async () => {
       swapSecret(files.nameOnlyCert, files.nameOnlyKey);
       server.child.kill('SIGHUP');
@@ -309,6 +391,18 @@ describe('HTTPS', { skip: OPENSSL_MISSING && OPENSSL_SKIP_REASON }, () => {
       server.child.kill('SIGTERM');
       assert.deepEqual(exitOf(await server.exited), { code: 0, signal: null });
     });
+  });
+
+  it('refuses a pair OpenSSL refuses at start (an RSA-512 key): one line naming the settings, exit 1', {
+    timeout: 30_000,
+  }, async () => {
+    const server = await spawnServer({ TLS_CERT_FILE: files.weakCert, TLS_KEY_FILE: files.weakKey });
+    assert.deepEqual(exitOf(await server.exited), { code: 1, signal: null });
+    assert.equal(server.stdout(), '');
+    assert.equal(
+      server.stderr(),
+      `greeting-service: invalid TLS_CERT_FILE ${JSON.stringify(files.weakCert)} with TLS_KEY_FILE ${JSON.stringify(files.weakKey)}: OpenSSL refuses to serve the pair (ee key too small)\n`,
+    );
   });
 
   it("refuses a key that is not the certificate's at start: one line, exit 1", { timeout: 30_000 }, async () => {

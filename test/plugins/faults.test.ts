@@ -191,9 +191,12 @@ describe('FAULT_HEADERS=true', () => {
       [403, 'FORBIDDEN'],
       [404, 'NOT_FOUND'],
       [405, 'METHOD_NOT_ALLOWED', { allow: 'GET, HEAD' }],
+      [407, 'PROXY_AUTHENTICATION_REQUIRED', { 'proxy-authenticate': 'Bearer' }],
       [409, 'CONFLICT'],
+      [416, 'RANGE_NOT_SATISFIABLE'],
       [418, 'IM_A_TEAPOT'],
       [422, 'UNSUPPORTED_CURRENCY'],
+      [426, 'UPGRADE_REQUIRED', { upgrade: 'HTTP/3.0', connection: 'upgrade' }],
       [429, 'RATE_LIMIT_EXCEEDED', { 'retry-after': '1' }],
       [502, 'BAD_GATEWAY'],
       [503, 'SERVICE_UNAVAILABLE', { 'retry-after': '1' }],
@@ -640,6 +643,28 @@ describe('the OpenAPI document of a deployment that injects faults', () => {
     }
   });
 
+  it('FAULT_ERROR_STATUS=407 and 426: the injected response lists the header RFC 9110 requires, and the answers have it', async () => {
+    for (const [status, header, value] of [
+      [407, 'Proxy-Authenticate', 'Bearer'],
+      [426, 'Upgrade', 'HTTP/3.0'],
+    ] as const) {
+      const served = await serve({ faultErrorRate: 1, faultErrorStatus: status });
+      try {
+        const doc = await documentOf(served);
+        const ref = doc.components.responses.InjectedError.headers[header].$ref as string;
+        const component = doc.components.headers[ref.replace('#/components/headers/', '')];
+        assert.deepEqual(component.schema, { type: 'string', const: value });
+        const conformance = await conformanceOf(served.app);
+        const request = { path: '/api/hello/Ada' };
+        const res = await served.send(request);
+        assert.equal(res.headers[header.toLowerCase()], value);
+        conformance.check(request, res);
+      } finally {
+        await served.close();
+      }
+    }
+  });
+
   it("FAULT_HEADERS: a default response under /api, and every code of 400 to 599 among the envelope's", async () => {
     const served = await serve({ faultHeaders: true });
     try {
@@ -660,6 +685,94 @@ describe('the OpenAPI document of a deployment that injects faults', () => {
       await served.close();
     }
   });
+});
+
+describe('delays longer than REQUEST_TIMEOUT_MS', () => {
+  // The request timeout, and the socket's idle timeout Fastify derives from it, both end well within the delay.
+  const REQUEST_TIMEOUT_MS = 1000;
+  const DELAY_MS = 2500;
+  const held = (id: string) => ({ 'x-envoy-fault-delay-request': String(DELAY_MS), 'x-request-id': id });
+  const BODY = '{"held":[1,2,3]}';
+
+  for (const http2On of [false, true]) {
+    describe(http2On ? 'over h2c' : 'over HTTP/1.1', () => {
+      let served: Served;
+      before(async () => {
+        served = await serve({
+          faultHeaders: true,
+          http2: http2On,
+          requestTimeoutMs: REQUEST_TIMEOUT_MS,
+          headersTimeoutMs: REQUEST_TIMEOUT_MS,
+        });
+      });
+      after(() => served.close());
+
+      /** A request with these fault headers over the protocol of this describe: its status, body and when it ended. */
+      async function send(
+        method: 'GET' | 'POST',
+        faults: Record<string, string>,
+        posted = BODY,
+      ): Promise<{ status: number; text: string; ms: number }> {
+        const path = method === 'GET' ? '/api/hello/Ada' : '/api/echo';
+        const started = performance.now();
+        const body = method === 'POST' ? posted : undefined;
+        const headers = { ...faults, ...(body !== undefined && { 'content-type': 'application/json' }) };
+        if (!http2On) {
+          const res = await sendTo(served.origin, { method, path, headers, body });
+          return { status: res.status, text: res.text, ms: performance.now() - started };
+        }
+        const session = http2Connect(served.origin);
+        session.on('error', () => {});
+        try {
+          return await new Promise((resolve, reject) => {
+            const stream = session.request({ ':method': method, ':path': path, ...headers });
+            let status = 0;
+            let text = '';
+            stream.on('response', (head) => {
+              status = Number(head[':status']);
+            });
+            stream.setEncoding('utf8');
+            stream.on('data', (chunk: string) => {
+              text += chunk;
+            });
+            stream.on('error', reject);
+            stream.on('close', () =>
+              stream.rstCode === http2.NGHTTP2_NO_ERROR
+                ? resolve({ status, text, ms: performance.now() - started })
+                : reject(new Error(`RST_STREAM ${stream.rstCode}`)),
+            );
+            stream.end(body);
+          });
+        } finally {
+          session.close();
+        }
+      }
+
+      for (const method of ['GET', 'POST'] as const) {
+        it(`${method}: served when the delay ends, logged with its status`, async () => {
+          const id = `held-past-timeout-${method}-${http2On ? 'h2' : 'h1'}`;
+          const res = await send(method, held(id));
+          assert.equal(res.status, 200);
+          const answer = JSON.parse(res.text);
+          if (method === 'GET') assert.deepEqual(answer, { greeting: 'Hello, Ada!' });
+          else assert.deepEqual(answer.received, JSON.parse(BODY));
+          assert.ok(res.ms >= DELAY_MS - 1 && res.ms < DELAY_MS + 1500, `answered after ${res.ms.toFixed(0)} ms`);
+          const line = served.log.lineOf(id);
+          assert.deepEqual([line.status, line.fault], [200, 'delay']);
+        });
+      }
+
+      it('a POST whose answer is paced for longer than REQUEST_TIMEOUT_MS is sent whole', async () => {
+        const id = `paced-past-timeout-${http2On ? 'h2' : 'h1'}`;
+        const posted = JSON.stringify({ text: 'x'.repeat(2_400) });
+        const res = await send('POST', { 'x-envoy-fault-throughput-response': '1', 'x-request-id': id }, posted);
+        assert.equal(res.status, 200);
+        assert.deepEqual(JSON.parse(res.text).received, JSON.parse(posted));
+        assert.ok(res.ms >= 2_000, `sent in ${res.ms.toFixed(0)} ms`);
+        assert.deepEqual([served.log.lineOf(id).status, served.log.lineOf(id).fault], [200, 'throughput']);
+      });
+    });
+  }
 });
 
 describe('delays and shutdown: the built server', () => {
@@ -690,6 +803,53 @@ describe('delays and shutdown: the built server', () => {
     const line = server.lines.find((l) => l.request_id === 'held-60s');
     assert.equal(line?.fault, 'delay');
     assert.equal(line?.status, 200);
+  });
+});
+
+describe('delays longer than REQUEST_TIMEOUT_MS: the built server', () => {
+  it('a 5 s delay with REQUEST_TIMEOUT_MS=3000: GET and POST served after 5 s; one held 60 s still answered in time on SIGTERM', async (t) => {
+    const server = await startServer({
+      FAULT_HEADERS: 'true',
+      REQUEST_TIMEOUT_MS: '3000',
+      HEADERS_TIMEOUT_MS: '3000',
+      SHUTDOWN_TIMEOUT_MS: '3000',
+    });
+    const origin = `http://127.0.0.1:${server.port}`;
+    const started = performance.now();
+    const send = (path: string, ms: number, id: string, body?: string) =>
+      request(`${origin}${path}`, {
+        method: body === undefined ? 'GET' : 'POST',
+        headers: {
+          'x-envoy-fault-delay-request': String(ms),
+          'x-request-id': id,
+          ...(body !== undefined && { 'content-type': 'application/json' }),
+        },
+        body,
+      }).then(async (res) => ({ status: res.statusCode, body: await res.body.json(), at: performance.now() }));
+    const longest = send('/api/hello', 60_000, 'held-60s-past-timeout');
+    const [get, post] = await Promise.all([
+      send('/api/hello/Ada', 5_000, 'held-5s-get'),
+      send('/api/echo', 5_000, 'held-5s-post', '{"held":true}'),
+    ]);
+    assert.deepEqual([get.status, get.body], [200, { greeting: 'Hello, Ada!' }]);
+    assert.deepEqual([post.status, (post.body as { received: unknown }).received], [200, { held: true }]);
+    for (const { at } of [get, post])
+      assert.ok(at - started >= 4_990, `answered after ${(at - started).toFixed(0)} ms`);
+    const signalledAt = performance.now();
+    server.child.kill('SIGTERM');
+    const answer = await withTimeout(longest, 10_000, 'the answer held 60 s');
+    const exit = await withTimeout(server.exited, 10_000, 'exit');
+    assert.equal(answer.status, 200);
+    const after = answer.at - signalledAt;
+    assert.ok(after >= 1400 && after < 2900, `answered ${after.toFixed(0)} ms after SIGTERM`);
+    assert.deepEqual(exitOf(exit), { code: 0, signal: null }, server.stderr());
+    t.diagnostic(
+      `5 s delays answered after ${(get.at - started).toFixed(0)} and ${(post.at - started).toFixed(0)} ms; held 60 s answered ${after.toFixed(0)} ms after SIGTERM`,
+    );
+    for (const id of ['held-5s-get', 'held-5s-post', 'held-60s-past-timeout']) {
+      const line = server.lines.find((l) => l.request_id === id);
+      assert.deepEqual([line?.status, line?.fault], [200, 'delay'], id);
+    }
   });
 });
 
@@ -776,6 +936,17 @@ describe('over HTTP/2 (h2c)', () => {
     assert.equal(aborted?.status, 503);
     assert.equal(aborted?.headers['retry-after'], '1');
     assert.equal(JSON.parse(aborted?.body ?? '').error.code, 'SERVICE_UNAVAILABLE');
+  });
+
+  it('the headers each status requires, but those HTTP/2 forbids: 401, 405, 407, 426 (no Upgrade)', async () => {
+    const [unauthorized, notAllowed, proxy, upgrade] = await onOneConnection(
+      [401, 405, 407, 426].map((status) => ({ 'x-envoy-fault-abort-request': String(status) })),
+    );
+    assert.deepEqual([unauthorized?.status, unauthorized?.headers['www-authenticate']], [401, 'Bearer']);
+    assert.deepEqual([notAllowed?.status, notAllowed?.headers.allow], [405, 'GET, HEAD']);
+    assert.deepEqual([proxy?.status, proxy?.headers['proxy-authenticate']], [407, 'Bearer']);
+    assert.deepEqual([upgrade?.status, upgrade?.headers.upgrade, upgrade?.rstCode], [426, undefined, 0]);
+    assert.equal(JSON.parse(upgrade?.body ?? '').error.code, 'UPGRADE_REQUIRED');
   });
 
   it('a held request whose client cancels its stream ends then, logged once with status 0', async () => {

@@ -3,7 +3,19 @@ import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { assertEnvelope, type Client, injectClient, LogCapture, transports } from '../helpers.js';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { FrameType, headersFrame, RawH2, requestFields } from '../h2-frames.js';
+import {
+  assertEnvelope,
+  type Client,
+  injectClient,
+  type ListeningApp,
+  LogCapture,
+  listening,
+  sendTo,
+  transports,
+} from '../helpers.js';
+import { connectTo, ResponseReader } from '../raw-http.js';
 
 /**
  * The operator's readiness switch: POST /readyz/disable and /readyz/enable with the bearer token
@@ -48,6 +60,40 @@ for (const [transport, connect] of transports) {
         assert.equal(res.headers['www-authenticate'], 'Bearer', authorization);
       }
       assert.equal((await client.send({ path: '/readyz' })).status, 200);
+    });
+
+    it('without the token, 401 whatever else is wrong with the request; with it, the request is read as any other', async () => {
+      const json = { 'content-type': 'application/json' };
+      const attempts: { name: string; headers: Record<string, string>; body?: string | Buffer }[] = [
+        { name: 'malformed JSON', headers: json, body: '{"enable":' },
+        { name: 'a text/plain body', headers: { 'content-type': 'text/plain' }, body: 'enable' },
+        { name: 'a body over BODY_LIMIT', headers: json, body: Buffer.alloc(2 * 1024 * 1024, 0x20) },
+        { name: 'a body in Latin-1', headers: { 'content-type': 'application/json; charset=iso-8859-1' }, body: '{}' },
+      ];
+      for (const { name, headers, body } of attempts) {
+        for (const [sent, wwwAuthenticate] of [
+          [{}, 'Bearer'],
+          [bearer('wrong'), 'Bearer error="invalid_token"'],
+        ] as const) {
+          const res = await client.send({
+            method: 'POST',
+            path: '/readyz/disable',
+            headers: { ...headers, ...sent },
+            body,
+          });
+          assertEnvelope(res, 401, 'UNAUTHORIZED');
+          assert.equal(res.headers['www-authenticate'], wwwAuthenticate, name);
+        }
+      }
+      assert.equal((await client.send({ path: '/readyz' })).status, 200);
+      const malformed = attempts[0] as (typeof attempts)[number];
+      const withToken = await client.send({
+        method: 'POST',
+        path: '/readyz/enable',
+        headers: { ...malformed.headers, ...bearer(TOKEN) },
+        body: malformed.body,
+      });
+      assertEnvelope(withToken, 400, 'MALFORMED_JSON');
     });
 
     it('with a wrong token: 401, error="invalid_token", and nothing changes', async () => {
@@ -239,5 +285,71 @@ describe('the readiness switch: the token file', () => {
     } finally {
       await client.close();
     }
+  });
+});
+
+describe('the readiness switch: Authorization given twice, over HTTP/1.1 and h2c alike', () => {
+  let server: ListeningApp;
+  before(async () => {
+    server = await listening({ http2: true, adminTokenFile: tokenFile() });
+  });
+  after(() => server.app.close());
+
+  const pairs = [
+    ['the token twice', TOKEN, TOKEN],
+    ['the token, then a wrong one', TOKEN, 'wrong'],
+    ['a wrong one, then the token', 'wrong', TOKEN],
+  ] as const;
+
+  it('HTTP/1.1: 401, Authorization must be given once, and nothing changes', async () => {
+    for (const [what, first, second] of pairs) {
+      const socket = await connectTo(server.port);
+      try {
+        const reader = new ResponseReader(socket);
+        socket.write(
+          `POST /readyz/disable HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${first}\r\nAuthorization: Bearer ${second}\r\n\r\n`,
+        );
+        const res = await reader.next();
+        assert.equal(res.status, 401, what);
+        assert.equal(res.headers['www-authenticate'], 'Bearer', what);
+        assert.equal(
+          res.json().error.message,
+          'Authorization must be given once: Authorization: Bearer <token>.',
+          what,
+        );
+      } finally {
+        socket.destroy();
+      }
+    }
+    assert.deepEqual((await sendTo(server.origin, { path: '/readyz' })).json(), { status: 'ready' });
+  });
+
+  it('h2c: 401, Authorization must be given once, and nothing changes', async () => {
+    for (const [what, first, second] of pairs) {
+      const raw = await RawH2.open(server.port);
+      try {
+        const id = `twice-${pairs.findIndex(([named]) => named === what)}`;
+        await raw.write(
+          headersFrame(
+            1,
+            requestFields('/readyz/disable', 'POST', [
+              ['authorization', `Bearer ${first}`],
+              ['authorization', `Bearer ${second}`],
+              ['x-request-id', id],
+            ]),
+          ),
+        );
+        const data = await raw.waitFor((f) => f.type === FrameType.DATA && f.streamId === 1 && f.payload.length > 0);
+        assert.ok(data !== undefined, what);
+        const { error } = JSON.parse(data.payload.toString('utf8'));
+        assert.equal(error.code, 'UNAUTHORIZED', what);
+        assert.equal(error.message, 'Authorization must be given once: Authorization: Bearer <token>.', what);
+        for (let i = 0; i < 100 && !server.logs.lines.some((line) => line.request_id === id); i++) await sleep(20);
+        assert.equal(server.logs.lineOf(id).status, 401, what);
+      } finally {
+        raw.destroy();
+      }
+    }
+    assert.deepEqual((await sendTo(server.origin, { path: '/readyz' })).json(), { status: 'ready' });
   });
 });

@@ -226,6 +226,21 @@ describe('Redis in production: TLS and ACLs', {
         'Redis refused the client certificate of REDIS_TLS_CERT_FILE: tlsv1 alert unknown ca',
       );
     });
+
+    it('refuses at start a client certificate OpenSSL refuses (an RSA-512 key): a ConfigError naming the settings', async () => {
+      await assert.rejects(
+        service({
+          redisUrl: mutual.url,
+          redisTlsCaFile: files.ca,
+          redisTlsCertFile: files.weakCert,
+          redisTlsKeyFile: files.weakKey,
+        }),
+        {
+          name: 'ConfigError',
+          message: `invalid REDIS_TLS_CERT_FILE ${JSON.stringify(files.weakCert)} with REDIS_TLS_KEY_FILE ${JSON.stringify(files.weakKey)}: OpenSSL refuses it (ee key too small)`,
+        },
+      );
+    });
   });
 
   describe('ACL users', () => {
