@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
 import { once } from 'node:events';
-import { existsSync, readFileSync } from 'node:fs';
+import { closeSync, constants, existsSync, openSync, readFileSync } from 'node:fs';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { type AddressInfo, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -13,9 +13,10 @@ import { Redis } from 'ioredis';
 import { request } from 'undici';
 import { DEFAULT_CONFIG, SETTINGS } from '../src/config.js';
 import { VERSION } from '../src/version.js';
-import { assertEnvelope, sendTo } from './helpers.js';
+import { assertEnvelope, samples, sendTo } from './helpers.js';
 import { connectTo, type HeldRequest, holdEchoRequest, type RawResponse, ResponseReader } from './raw-http.js';
 import { REDIS_SERVER_MISSING, REDIS_SKIP_REASON, RedisServer } from './redis-server.js';
+import { run } from './run-command.js';
 import {
   type Exit,
   exitOf,
@@ -42,6 +43,12 @@ const UNPRIVILEGED_PORT_START = '/proc/sys/net/ipv4/ip_unprivileged_port_start';
 const OUTAGE_WARNING = 'Redis is unavailable: rate limiting is off and profile requests answer 503 until it is back';
 
 const isShuttingDown = (signal: string) => (line: LogLine) => line.msg === 'shutting down' && line.signal === signal;
+
+/** The resident memory of process `pid`, in bytes. */
+function residentBytes(pid: number): number {
+  const kb = /^VmRSS:\s+(\d+) kB$/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1];
+  return Number(kb) * 1024;
+}
 
 // biome-ignore lint/suspicious/noExplicitAny: a JSON body, whose shape each assertion checks
 async function get(port: number, path: string): Promise<{ status: number; body: any }> {
@@ -211,6 +218,48 @@ describe('server process (dist/server.js)', { concurrency: 4 }, () => {
     } finally {
       held?.socket.destroy();
       server.kill();
+    }
+  });
+
+  it('logging into a FIFO nobody reads, under load: memory stays bounded, the drops are counted, SIGTERM exits in time', {
+    timeout: 90_000,
+  }, async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'stalled-log-'));
+    const fifo = join(dir, 'stdout');
+    assert.equal((await run('mkfifo', [fifo])).code, 0);
+    const readerFd = openSync(fifo, constants.O_RDONLY | constants.O_NONBLOCK); // held open, never read
+    const timeoutMs = 2_000;
+    const server = await startServer({ SHUTDOWN_TIMEOUT_MS: String(timeoutMs), RATE_LIMIT_MAX: '0' }, [], {
+      logFile: fifo,
+    });
+    try {
+      const pid = server.child.pid ?? 0;
+      const rssBefore = residentBytes(pid);
+      // Lines of 8 KB (the URL is in each): 2,000 of them are four times what may wait to be written.
+      const origin = `http://127.0.0.1:${server.port}`;
+      const path = `/api/hello/${'x'.repeat(8_000)}`;
+      let left = 2_000;
+      await Promise.all(
+        Array.from({ length: 8 }, async () => {
+          for (; left > 0; left--) assert.equal((await sendTo(origin, { path })).status, 200);
+        }),
+      );
+      const growth = residentBytes(pid) - rssBefore;
+      assert.ok(growth < 64 * 1024 * 1024, `resident memory grew by ${Math.round(growth / 1024 / 1024)} MB`);
+      const metrics = await sendTo(origin, { path: '/metrics' });
+      const dropped = samples(metrics.text, 'log_lines_dropped_total').get('') ?? 0;
+      assert.ok(dropped > 1_000, `${dropped} lines dropped`);
+
+      const signalledAt = performance.now();
+      server.child.kill('SIGTERM');
+      const exit = await withTimeout(server.exited, timeoutMs + 5_000, 'exit after SIGTERM');
+      const tookMs = Math.round(exit.at - signalledAt);
+      assert.deepEqual(exitOf(exit), { code: 0, signal: null }, server.stderr());
+      assert.ok(tookMs < timeoutMs + 500, `exited ${tookMs} ms after SIGTERM, with a timeout of ${timeoutMs} ms`);
+    } finally {
+      server.kill();
+      closeSync(readerFd);
+      await rm(dir, { recursive: true, force: true });
     }
   });
 
