@@ -1,5 +1,6 @@
 import { createPrivateKey, type KeyObject, randomBytes, X509Certificate } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+import { closeSync, constants, fstatSync, openSync, readFileSync, type Stats } from 'node:fs';
+import { type FileHandle, open } from 'node:fs/promises';
 import { isIP } from 'node:net';
 import { type ParseArgsConfig, parseArgs } from 'node:util';
 
@@ -162,13 +163,60 @@ function redisName(raw: string): string {
   return raw;
 }
 
-/** A file's text, or an Error saying in one line why it cannot be read. */
-function readText(path: string): string {
+/** The largest file a setting may name: a certificate chain or a CA bundle is a few hundred KB. */
+const MAX_FILE_BYTES = 1024 * 1024;
+
+/** A file that is neither regular nor a directory, for the error that refuses it. */
+function kindOf(stat: Stats): string {
+  if (stat.isFIFO()) return 'a FIFO';
+  if (stat.isSocket()) return 'a socket';
+  return 'a device';
+}
+
+/** Opened without waiting: a FIFO's open would wait for a writer. */
+const READ_FLAGS = constants.O_RDONLY | constants.O_NONBLOCK;
+
+/**
+ * Throws unless an open file is a regular one of at most 1 MiB, whose read never waits on another
+ * process: checked on the descriptor, not the path, which could be replaced between check and read.
+ */
+function checkReadable(stat: Stats): void {
+  if (stat.isDirectory()) throw Object.assign(new Error('a directory'), { code: 'EISDIR' });
+  if (!stat.isFile()) throw new Error(`is not a regular file but ${kindOf(stat)}`);
+  if (stat.size > MAX_FILE_BYTES) throw new Error(`is larger than ${MAX_FILE_BYTES / 1024 / 1024} MiB`);
+}
+
+/** The one-line Error of a file that cannot be read. */
+function unreadable(error: unknown): Error {
+  const { code } = error as NodeJS.ErrnoException;
+  return code === undefined ? (error as Error) : new Error(`cannot be read (${code})`);
+}
+
+/** A setting's file's text (see checkReadable), or an Error saying in one line why it cannot be read. */
+export function readText(path: string): string {
+  let fd: number | undefined;
   try {
-    return readFileSync(path, 'utf8');
+    fd = openSync(path, READ_FLAGS);
+    checkReadable(fstatSync(fd));
+    return readFileSync(fd, 'utf8');
   } catch (error) {
-    const { code } = error as NodeJS.ErrnoException;
-    throw new Error(`cannot be read (${code ?? (error as Error).message})`);
+    throw unreadable(error);
+  } finally {
+    if (fd !== undefined) closeSync(fd);
+  }
+}
+
+/** `readText` off the event loop: for the files read again while the service runs. */
+export async function readTextAsync(path: string): Promise<string> {
+  let file: FileHandle | undefined;
+  try {
+    file = await open(path, READ_FLAGS);
+    checkReadable(await file.stat());
+    return await file.readFile('utf8');
+  } catch (error) {
+    throw unreadable(error);
+  } finally {
+    await file?.close();
   }
 }
 

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
 import { once } from 'node:events';
-import { closeSync, constants, existsSync, openSync, readFileSync } from 'node:fs';
+import { closeSync, constants, existsSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { type AddressInfo, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -631,6 +631,14 @@ describe('server process (dist/server.js)', { concurrency: 4 }, () => {
         : `SKIPPED: user nobody cannot run ${process.execPath} on ${ROOT}dist/server.js (a private directory on the way?)`;
     })();
 
+    /** A FIFO no one writes to: opening or reading it would wait forever. */
+    const fifoDir = mkdtempSync(join(tmpdir(), 'fifo-setting-'));
+    const fifo = join(fifoDir, 'secret');
+    const emptyFile = join(fifoDir, 'empty');
+    writeFileSync(emptyFile, '');
+    const fifoNamed = (setting: string) =>
+      `invalid ${setting} ${JSON.stringify(fifo)}: is not a regular file but a FIFO`;
+
     const cases: {
       name: string;
       env?: Record<string, string>;
@@ -638,6 +646,8 @@ describe('server process (dist/server.js)', { concurrency: 4 }, () => {
       options?: SpawnOptions;
       skip?: string;
       names: string;
+      /** The exit comes within this many ms of the start. */
+      withinMs?: number;
     }[] = [
       { name: 'PORT=abc', env: { PORT: 'abc' }, names: 'PORT "abc"' },
       { name: 'PORT=70000', env: { PORT: '70000' }, names: 'PORT "70000"' },
@@ -702,8 +712,14 @@ describe('server process (dist/server.js)', { concurrency: 4 }, () => {
       },
       {
         name: 'ADMIN_TOKEN_FILE that is empty',
-        env: { ADMIN_TOKEN_FILE: '/dev/null' },
-        names: 'invalid ADMIN_TOKEN_FILE "/dev/null": is empty',
+        env: { ADMIN_TOKEN_FILE: emptyFile },
+        names: `invalid ADMIN_TOKEN_FILE ${JSON.stringify(emptyFile)}: is empty`,
+      },
+      {
+        name: 'ADMIN_TOKEN_FILE=/dev/zero, a device whose text never ends',
+        env: { ADMIN_TOKEN_FILE: '/dev/zero' },
+        names: 'invalid ADMIN_TOKEN_FILE "/dev/zero": is not a regular file but a device',
+        withinMs: 10_000,
       },
       // HTTPS and HTTP/2: the certificate files are read and checked at start.
       { name: 'HTTP2=yes', env: { HTTP2: 'yes' }, names: 'invalid HTTP2 "yes": must be true, false, 1 or 0' },
@@ -717,6 +733,28 @@ describe('server process (dist/server.js)', { concurrency: 4 }, () => {
         env: { TLS_KEY_FILE: '/nonexistent/tls.key' },
         names: 'invalid TLS_KEY_FILE "/nonexistent/tls.key": cannot be read (ENOENT)',
       },
+      // A FIFO (or any file whose open or read waits) as a file setting: refused, never waited on.
+      ...(
+        [
+          { setting: 'REDIS_PASSWORD_FILE', env: { REDIS_URL: 'redis://127.0.0.1', REDIS_PASSWORD_FILE: fifo } },
+          {
+            setting: 'REDIS_SENTINEL_PASSWORD_FILE',
+            env: {
+              REDIS_SENTINELS: '127.0.0.1:26379',
+              REDIS_SENTINEL_NAME: 'mymaster',
+              REDIS_SENTINEL_PASSWORD_FILE: fifo,
+            },
+          },
+          { setting: 'REDIS_TLS_CA_FILE', env: { REDIS_URL: 'rediss://127.0.0.1', REDIS_TLS_CA_FILE: fifo } },
+          { setting: 'ADMIN_TOKEN_FILE', env: { ADMIN_TOKEN_FILE: fifo } },
+          { setting: 'TLS_CERT_FILE', env: { TLS_CERT_FILE: fifo, TLS_KEY_FILE: fifo } },
+        ] as { setting: string; env: Record<string, string> }[]
+      ).map(({ setting, env }) => ({
+        name: `${setting} that is a FIFO`,
+        env,
+        names: fifoNamed(setting),
+        withinMs: 10_000,
+      })),
       // Node runs in UTC for a zone it cannot read, without a word.
       { name: 'TZ=Invalid/Zone', env: { TZ: 'Invalid/Zone' }, names: 'invalid TZ "Invalid/Zone"' },
       { name: 'TZ=asia/kolkata', env: { TZ: 'asia/kolkata' }, names: 'invalid TZ "asia/kolkata"' },
@@ -758,9 +796,10 @@ describe('server process (dist/server.js)', { concurrency: 4 }, () => {
         names: 'PORT 80 needs privileges this process does not have',
       },
     ];
-    const results = new Map<string, { exit: Exit; stdout: string; stderr: string }>();
+    const results = new Map<string, { exit: Exit; stdout: string; stderr: string; tookMs: number }>();
 
     before(async () => {
+      assert.equal(spawnSync('mkfifo', [fifo]).status, 0);
       busy.listen(0, '127.0.0.1');
       await once(busy, 'listening');
       busyPort = (busy.address() as AddressInfo).port;
@@ -770,10 +809,12 @@ describe('server process (dist/server.js)', { concurrency: 4 }, () => {
       const run = async (): Promise<void> => {
         for (let next = queue.shift(); next !== undefined; next = queue.shift()) {
           const { name, env, args, options } = next;
+          const startedAt = performance.now();
           const server = await spawnServer(env, args, options);
           try {
             const exit = await withTimeout(server.exited, 20_000, `${name}: exit`);
-            results.set(name, { exit, stdout: server.stdout(), stderr: server.stderr() });
+            const tookMs = Math.round(exit.at - startedAt);
+            results.set(name, { exit, stdout: server.stdout(), stderr: server.stderr(), tookMs });
           } finally {
             server.kill();
           }
@@ -783,11 +824,12 @@ describe('server process (dist/server.js)', { concurrency: 4 }, () => {
     });
     after(() => {
       busy.close();
+      rmSync(fifoDir, { recursive: true, force: true });
     });
 
     for (const testCase of cases) {
       it(testCase.name, { skip: testCase.skip }, () => {
-        const { name, names } = testCase;
+        const { name, names, withinMs } = testCase;
         const result = results.get(name);
         assert.ok(result, 'the process ran');
         assert.deepEqual(exitOf(result.exit), { code: 1, signal: null }, result.stderr);
@@ -795,6 +837,7 @@ describe('server process (dist/server.js)', { concurrency: 4 }, () => {
         assert.match(result.stderr, /^greeting-service: [^\n]+\n$/, 'exactly one line');
         assert.ok(result.stderr.includes(names), `${JSON.stringify(result.stderr)} names ${names}`);
         assert.ok(!result.stderr.includes('hunter2'), 'a secret is never repeated');
+        if (withinMs !== undefined) assert.ok(result.tookMs < withinMs, `exited ${result.tookMs} ms after the start`);
       });
     }
   });

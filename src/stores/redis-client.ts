@@ -1,7 +1,6 @@
-import { readFileSync } from 'node:fs';
 import type { ConnectionOptions } from 'node:tls';
 import { Cluster, type ClusterOptions, Redis, type RedisOptions } from 'ioredis';
-import { type Config, readSecretFile, redisTlsOn } from '../config.js';
+import { type Config, readSecretFile, readText, redisTlsOn } from '../config.js';
 
 /** The settings the Redis client is built from. */
 export type RedisSettings = Pick<
@@ -65,8 +64,8 @@ function tlsOptions(settings: RedisSettings): ConnectionOptions | undefined {
   if (!redisTlsOn(settings)) return undefined;
   const { redisTlsCaFile: ca, redisTlsCertFile: cert, redisTlsKeyFile: key, redisTlsServername: servername } = settings;
   return {
-    ...(ca !== null && { ca: readFileSync(ca, 'utf8') }),
-    ...(cert !== null && key !== null && { cert: readFileSync(cert, 'utf8'), key: readFileSync(key, 'utf8') }),
+    ...(ca !== null && { ca: readText(ca) }),
+    ...(cert !== null && key !== null && { cert: readText(cert), key: readText(key) }),
     ...(servername !== null && { servername }),
   };
 }
