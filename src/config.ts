@@ -831,6 +831,15 @@ export function parseCommandLine(argv: readonly string[]): CommandLine {
   }
 }
 
+/** The most characters of a refused value that its error line repeats: a value of any length is one short line. */
+const MAX_SHOWN_CHARACTERS = 100;
+
+/** A refused value as its error line shows it: quoted, and past MAX_SHOWN_CHARACTERS cut, saying how long it was. */
+function shown(value: string): string {
+  if (value.length <= MAX_SHOWN_CHARACTERS) return JSON.stringify(value);
+  return `${JSON.stringify(value.slice(0, MAX_SHOWN_CHARACTERS))}… (${value.length} characters)`;
+}
+
 /** A setting as the user gave it: `--port` if it came from its flag, else `PORT`. */
 function sourceName(key: keyof Config, flags: CommandLine['flags']): string {
   const { env, flag } = SETTINGS[key];
@@ -857,8 +866,8 @@ export function loadConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Con
     try {
       config[key] = parse(raw);
     } catch (error) {
-      const shown = secret ? '' : ` ${JSON.stringify(raw)}`;
-      throw new ConfigError(`invalid ${sourceName(key, flags)}${shown}: ${(error as Error).message}`);
+      const value = secret ? '' : ` ${shown(raw)}`;
+      throw new ConfigError(`invalid ${sourceName(key, flags)}${value}: ${(error as Error).message}`);
     }
   }
   const { headersTimeoutMs, requestTimeoutMs } = config as unknown as Config;
@@ -878,7 +887,7 @@ export function loadConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Con
 
 /** A setting of SETTINGS that names a file, refused: one line naming the setting and the file. */
 function invalidFile(key: keyof Config, path: string, message: string): ConfigError {
-  return new ConfigError(`invalid ${SETTINGS[key].env} ${JSON.stringify(path)}: ${message}`);
+  return new ConfigError(`invalid ${SETTINGS[key].env} ${shown(path)}: ${message}`);
 }
 
 /**
@@ -898,7 +907,7 @@ function keyPairError(
     return new ConfigError(`invalid ${keyName}: needs ${certName}, the certificate it is the key of`);
   if (keyFile === null) return new ConfigError(`invalid ${certName}: needs ${keyName}, the key of the certificate`);
   if (pemCertificates(certFile)[0]?.checkPrivateKey(privateKey(keyFile)) === true) return null;
-  return invalidFile(keyKey, keyFile, `is not the key of the certificate in ${certName} ${JSON.stringify(certFile)}`);
+  return invalidFile(keyKey, keyFile, `is not the key of the certificate in ${certName} ${shown(certFile)}`);
 }
 
 /** The server's certificate (its chain after it) and key, as read from TLS_CERT_FILE and TLS_KEY_FILE. */
@@ -927,11 +936,7 @@ export function readTlsKeyPair(certFile: string, keyFile: string): TlsKeyPair {
   const key = read('tlsKeyFile', keyFile, privateKeyOf);
   const [certificate] = cert.parsed;
   if (certificate === undefined || !certificate.checkPrivateKey(key.parsed)) {
-    throw invalidFile(
-      'tlsKeyFile',
-      keyFile,
-      `is not the key of the certificate in TLS_CERT_FILE ${JSON.stringify(certFile)}`,
-    );
+    throw invalidFile('tlsKeyFile', keyFile, `is not the key of the certificate in TLS_CERT_FILE ${shown(certFile)}`);
   }
   return { cert: cert.text, key: key.text, certificate };
 }
@@ -962,10 +967,8 @@ export function redisTlsOn(config: Pick<Config, 'redisTls' | 'redisUrl'>): boole
  * sentinels), pairs given together, credentials in one place, and a key that fits its certificate.
  */
 function checkRedisSettings(config: Config, given: ReadonlySet<keyof Config>): void {
-  const invalid = (key: keyof Config, message: string, shown?: string) =>
-    new ConfigError(
-      `invalid ${SETTINGS[key].env}${shown === undefined ? '' : ` ${JSON.stringify(shown)}`}: ${message}`,
-    );
+  const invalid = (key: keyof Config, message: string, value?: string) =>
+    new ConfigError(`invalid ${SETTINGS[key].env}${value === undefined ? '' : ` ${shown(value)}`}: ${message}`);
   const topologies = (['redisUrl', 'redisSentinels', 'redisClusterNodes'] as const).filter((key) => given.has(key));
   if (topologies.length > 1) {
     const [first, second] = topologies.map((key) => SETTINGS[key].env);
@@ -1093,7 +1096,7 @@ export function checkTimeZone(tz: string | undefined): void {
   const honoured = named === null ? clock.some((offset) => offset !== 0) : named.every((o, i) => o === clock[i]);
   if (!honoured) {
     throw new ConfigError(
-      `invalid TZ ${JSON.stringify(tz)}: must be a time zone that Node knows, such as UTC, Europe/Berlin or Asia/Kolkata (names are case-sensitive)`,
+      `invalid TZ ${shown(tz)}: must be a time zone that Node knows, such as UTC, Europe/Berlin or Asia/Kolkata (names are case-sensitive)`,
     );
   }
 }
@@ -1110,7 +1113,7 @@ export function listenError(
 ): ConfigError {
   const { flags } = parseCommandLine(argv);
   const portName = `${sourceName('port', flags)} ${port}`;
-  const hostName = `${sourceName('host', flags)} ${JSON.stringify(host)}`;
+  const hostName = `${sourceName('host', flags)} ${shown(host)}`;
   const { code, syscall, message } = error as NodeJS.ErrnoException;
   if (syscall === 'getaddrinfo') return new ConfigError(`${hostName} cannot be resolved to an address (${code})`);
   switch (code) {
