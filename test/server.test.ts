@@ -447,6 +447,43 @@ describe('server process (dist/server.js)', { concurrency: 4 }, () => {
     }
   });
 
+  it('REDIS_URL to a full Redis (maxmemory 1mb, noeviction): the profile read, ready, writes 503', {
+    timeout: 60_000,
+    skip: REDIS_SERVER_MISSING && REDIS_SKIP_REASON,
+  }, async () => {
+    const redis = await RedisServer.start();
+    const admin = new Redis(redis.url);
+    await admin.config('SET', 'maxmemory', '1mb', 'maxmemory-policy', 'noeviction');
+    const server = await startServer({ REDIS_URL: redis.url });
+    try {
+      const origin = `http://127.0.0.1:${server.port}`;
+      // Ready once connected, though full from the start.
+      const deadline = performance.now() + 10_000;
+      while ((await sendTo(origin, { path: '/readyz' })).status !== 200) {
+        assert.ok(performance.now() < deadline, 'ready within 10 s');
+        await sleep(100);
+      }
+      const profile = await sendTo(origin, { path: '/api/profile' });
+      assert.equal(profile.status, 200, profile.text);
+      assert.deepEqual(profile.json(), { name: null, email: null, bio: null });
+      assert.equal((await sendTo(origin, { path: '/readyz' })).status, 200);
+      const write = await sendTo(origin, {
+        method: 'PUT',
+        path: '/api/profile',
+        headers: { 'content-type': 'application/json', 'if-match': String(profile.headers.etag) },
+        body: '{"name":"Ada"}',
+      });
+      assertEnvelope(write, 503, 'SERVICE_UNAVAILABLE');
+      // Full at once: the service's own connections take it past 1 MB. One warning says so.
+      const full = await server.waitForLog((line) => line.level === 40);
+      assert.match(String(full.reason), /^OOM command not allowed/, JSON.stringify(full));
+    } finally {
+      admin.disconnect();
+      server.kill();
+      await redis.kill();
+    }
+  });
+
   it('REDIS_URL with a database Redis refuses: /readyz and the profile 503 saying why, nothing in database 0', {
     timeout: 60_000,
     skip: REDIS_SERVER_MISSING && REDIS_SKIP_REASON,
