@@ -8,7 +8,7 @@ export interface LogDestination {
   readonly stream: { write(line: string): void };
   /** The lines dropped since the start, for `/metrics`. */
   droppedLines(): number;
-  /** Has `report` told how many lines were dropped, each time standard output has taken all that waited. */
+  /** Calls `report` with the lines dropped since it last did, each time standard output has taken all that waited. */
   reportDropsWith(report: (dropped: number) => void): void;
   /** Writes what is buffered now, as far as standard output takes it at once: for an exit that cannot wait. */
   flushSync(): void;
@@ -40,7 +40,9 @@ interface SinkEvents {
 
 /**
  * A pipe or a socket, written by libuv without blocking as its reader takes the bytes: a reader
- * that never reads holds no thread of the pool, which an exit would wait for forever.
+ * that never reads holds no thread of the pool, which an exit would wait for forever. (libuv makes
+ * the descriptor non-blocking, as Node does for `process.stdout` on a pipe.) A terminal, which a
+ * socket cannot take, stays with SonicBoom.
  */
 function streamSink(fd: number, { written, failed }: SinkEvents): Sink {
   const socket = new Socket({ fd, readable: false, writable: true });
