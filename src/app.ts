@@ -42,6 +42,8 @@ import { createSpanExport } from './tracing/export.js';
 export interface AppOptions {
   /** Where log lines go; standard output by default. */
   logStream?: DestinationStream;
+  /** The log lines `logStream` has dropped, for `/metrics`; none by default. */
+  droppedLogLines?: () => number;
   /** Where the profile lives; by default per `redisUrl`, in Redis or a new, empty in-memory profile. */
   profileStore?: ProfileStore;
   /** Where the rate limiter counts requests; by default per `redisUrl`, in Redis or a new in-memory store. */
@@ -186,7 +188,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
       : null,
   });
   if (config.metricsEnabled) {
-    await app.register(metricsPlugin, { requestLog });
+    await app.register(metricsPlugin, { requestLog, droppedLogLines: options.droppedLogLines ?? (() => 0) });
     spanExport?.registerMetrics(app.metricsRegistry);
   }
   const prefix = config.contextPath === '/' ? '' : config.contextPath;

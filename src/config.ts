@@ -1,5 +1,6 @@
 import { createPrivateKey, type KeyObject, randomBytes, X509Certificate } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+import { closeSync, constants, fstatSync, openSync, readFileSync, type Stats } from 'node:fs';
+import { type FileHandle, open } from 'node:fs/promises';
 import { isIP } from 'node:net';
 import { type ParseArgsConfig, parseArgs } from 'node:util';
 
@@ -162,13 +163,60 @@ function redisName(raw: string): string {
   return raw;
 }
 
-/** A file's text, or an Error saying in one line why it cannot be read. */
-function readText(path: string): string {
+/** The largest file a setting may name: a certificate chain or a CA bundle is a few hundred KB. */
+const MAX_FILE_BYTES = 1024 * 1024;
+
+/** A file that is neither regular nor a directory, for the error that refuses it. */
+function kindOf(stat: Stats): string {
+  if (stat.isFIFO()) return 'a FIFO';
+  if (stat.isSocket()) return 'a socket';
+  return 'a device';
+}
+
+/** Opened without waiting: a FIFO's open would wait for a writer. */
+const READ_FLAGS = constants.O_RDONLY | constants.O_NONBLOCK;
+
+/**
+ * Throws unless an open file is a regular one of at most 1 MiB, whose read never waits on another
+ * process: checked on the descriptor, not the path, which could be replaced between check and read.
+ */
+function checkReadable(stat: Stats): void {
+  if (stat.isDirectory()) throw Object.assign(new Error('a directory'), { code: 'EISDIR' });
+  if (!stat.isFile()) throw new Error(`is not a regular file but ${kindOf(stat)}`);
+  if (stat.size > MAX_FILE_BYTES) throw new Error(`is larger than ${MAX_FILE_BYTES / 1024 / 1024} MiB`);
+}
+
+/** The one-line Error of a file that cannot be read. */
+function unreadable(error: unknown): Error {
+  const { code } = error as NodeJS.ErrnoException;
+  return code === undefined ? (error as Error) : new Error(`cannot be read (${code})`);
+}
+
+/** A setting's file's text (see checkReadable), or an Error saying in one line why it cannot be read. */
+export function readText(path: string): string {
+  let fd: number | undefined;
   try {
-    return readFileSync(path, 'utf8');
+    fd = openSync(path, READ_FLAGS);
+    checkReadable(fstatSync(fd));
+    return readFileSync(fd, 'utf8');
   } catch (error) {
-    const { code } = error as NodeJS.ErrnoException;
-    throw new Error(`cannot be read (${code ?? (error as Error).message})`);
+    throw unreadable(error);
+  } finally {
+    if (fd !== undefined) closeSync(fd);
+  }
+}
+
+/** `readText` off the event loop: for the files read again while the service runs. */
+export async function readTextAsync(path: string): Promise<string> {
+  let file: FileHandle | undefined;
+  try {
+    file = await open(path, READ_FLAGS);
+    checkReadable(await file.stat());
+    return await file.readFile('utf8');
+  } catch (error) {
+    throw unreadable(error);
+  } finally {
+    await file?.close();
   }
 }
 
@@ -784,6 +832,15 @@ export function parseCommandLine(argv: readonly string[]): CommandLine {
   }
 }
 
+/** The most characters of a refused value that its error line repeats: a value of any length is one short line. */
+const MAX_SHOWN_CHARACTERS = 100;
+
+/** A refused value as its error line shows it: quoted, and past MAX_SHOWN_CHARACTERS cut, saying how long it was. */
+function shown(value: string): string {
+  if (value.length <= MAX_SHOWN_CHARACTERS) return JSON.stringify(value);
+  return `${JSON.stringify(value.slice(0, MAX_SHOWN_CHARACTERS))}… (${value.length} characters)`;
+}
+
 /** A setting as the user gave it: `--port` if it came from its flag, else `PORT`. */
 function sourceName(key: keyof Config, flags: CommandLine['flags']): string {
   const { env, flag } = SETTINGS[key];
@@ -810,8 +867,8 @@ export function loadConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Con
     try {
       config[key] = parse(raw);
     } catch (error) {
-      const shown = secret ? '' : ` ${JSON.stringify(raw)}`;
-      throw new ConfigError(`invalid ${sourceName(key, flags)}${shown}: ${(error as Error).message}`);
+      const value = secret ? '' : ` ${shown(raw)}`;
+      throw new ConfigError(`invalid ${sourceName(key, flags)}${value}: ${(error as Error).message}`);
     }
   }
   const { headersTimeoutMs, requestTimeoutMs } = config as unknown as Config;
@@ -833,7 +890,7 @@ export function loadConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Con
 
 /** A setting of SETTINGS that names a file, refused: one line naming the setting and the file. */
 function invalidFile(key: keyof Config, path: string, message: string): ConfigError {
-  return new ConfigError(`invalid ${SETTINGS[key].env} ${JSON.stringify(path)}: ${message}`);
+  return new ConfigError(`invalid ${SETTINGS[key].env} ${shown(path)}: ${message}`);
 }
 
 /**
@@ -853,7 +910,7 @@ function keyPairError(
     return new ConfigError(`invalid ${keyName}: needs ${certName}, the certificate it is the key of`);
   if (keyFile === null) return new ConfigError(`invalid ${certName}: needs ${keyName}, the key of the certificate`);
   if (pemCertificates(certFile)[0]?.checkPrivateKey(privateKey(keyFile)) === true) return null;
-  return invalidFile(keyKey, keyFile, `is not the key of the certificate in ${certName} ${JSON.stringify(certFile)}`);
+  return invalidFile(keyKey, keyFile, `is not the key of the certificate in ${certName} ${shown(certFile)}`);
 }
 
 /** The server's certificate (its chain after it) and key, as read from TLS_CERT_FILE and TLS_KEY_FILE. */
@@ -882,11 +939,7 @@ export function readTlsKeyPair(certFile: string, keyFile: string): TlsKeyPair {
   const key = read('tlsKeyFile', keyFile, privateKeyOf);
   const [certificate] = cert.parsed;
   if (certificate === undefined || !certificate.checkPrivateKey(key.parsed)) {
-    throw invalidFile(
-      'tlsKeyFile',
-      keyFile,
-      `is not the key of the certificate in TLS_CERT_FILE ${JSON.stringify(certFile)}`,
-    );
+    throw invalidFile('tlsKeyFile', keyFile, `is not the key of the certificate in TLS_CERT_FILE ${shown(certFile)}`);
   }
   return { cert: cert.text, key: key.text, certificate };
 }
@@ -917,10 +970,8 @@ export function redisTlsOn(config: Pick<Config, 'redisTls' | 'redisUrl'>): boole
  * sentinels), pairs given together, credentials in one place, and a key that fits its certificate.
  */
 function checkRedisSettings(config: Config, given: ReadonlySet<keyof Config>): void {
-  const invalid = (key: keyof Config, message: string, shown?: string) =>
-    new ConfigError(
-      `invalid ${SETTINGS[key].env}${shown === undefined ? '' : ` ${JSON.stringify(shown)}`}: ${message}`,
-    );
+  const invalid = (key: keyof Config, message: string, value?: string) =>
+    new ConfigError(`invalid ${SETTINGS[key].env}${value === undefined ? '' : ` ${shown(value)}`}: ${message}`);
   const topologies = (['redisUrl', 'redisSentinels', 'redisClusterNodes'] as const).filter((key) => given.has(key));
   if (topologies.length > 1) {
     const [first, second] = topologies.map((key) => SETTINGS[key].env);
@@ -1048,7 +1099,7 @@ export function checkTimeZone(tz: string | undefined): void {
   const honoured = named === null ? clock.some((offset) => offset !== 0) : named.every((o, i) => o === clock[i]);
   if (!honoured) {
     throw new ConfigError(
-      `invalid TZ ${JSON.stringify(tz)}: must be a time zone that Node knows, such as UTC, Europe/Berlin or Asia/Kolkata (names are case-sensitive)`,
+      `invalid TZ ${shown(tz)}: must be a time zone that Node knows, such as UTC, Europe/Berlin or Asia/Kolkata (names are case-sensitive)`,
     );
   }
 }
@@ -1065,7 +1116,7 @@ export function listenError(
 ): ConfigError {
   const { flags } = parseCommandLine(argv);
   const portName = `${sourceName('port', flags)} ${port}`;
-  const hostName = `${sourceName('host', flags)} ${JSON.stringify(host)}`;
+  const hostName = `${sourceName('host', flags)} ${shown(host)}`;
   const { code, syscall, message } = error as NodeJS.ErrnoException;
   if (syscall === 'getaddrinfo') return new ConfigError(`${hostName} cannot be resolved to an address (${code})`);
   switch (code) {

@@ -22,11 +22,14 @@ process.on('uncaughtExceptionMonitor', (error) => {
   logs.flushSync();
 });
 
-/** Exits with `code` once the buffered log lines are written (at most a second from now). */
-function exitAfterLogs(code: number): void {
+/** The longest an exit waits for the buffered log lines to be written. */
+const LOG_WAIT_MS = 1000;
+
+/** Exits with `code` once the buffered log lines are written, or once `waitMs` have passed. */
+function exitAfterLogs(code: number, waitMs = LOG_WAIT_MS): void {
   if (exiting) return;
   exiting = true;
-  setTimeout(() => process.exit(code), 1000).unref();
+  setTimeout(() => process.exit(code), waitMs).unref();
   logs.end(() => process.exit(code));
 }
 
@@ -46,13 +49,18 @@ export async function shutdown(signal: NodeJS.Signals): Promise<void> {
   stopping = true;
   if (app === undefined) process.exit(0); // nothing is served yet, so nothing to drain
   app.log.info({ signal, timeout_ms: config.shutdownTimeoutMs }, 'shutting down');
+  // The process is gone by the deadline, whatever standard output does: a stalled reader costs lines.
+  const deadline = performance.now() + config.shutdownTimeoutMs;
   setTimeout(() => {
+    if (exiting) return; // drained, and writing its last lines until the deadline at most
+    exiting = true;
     app?.log.error({ timeout_ms: config.shutdownTimeoutMs }, 'in-flight requests did not finish in time');
-    exitAfterLogs(1);
+    logs.flushSync();
+    process.exit(1);
   }, config.shutdownTimeoutMs).unref();
   await app.close();
   app.log.info('stopped');
-  exitAfterLogs(0);
+  exitAfterLogs(0, Math.min(LOG_WAIT_MS, deadline - performance.now()));
 }
 
 /**
@@ -90,7 +98,7 @@ export async function main(argv: readonly string[]): Promise<void> {
   // Loaded only once the configuration is known to be good, so a bad one fails fast.
   const { buildApp } = await import('./app.js');
   try {
-    app = await buildApp(config, { logStream: logs.stream });
+    app = await buildApp(config, { logStream: logs.stream, droppedLogLines: logs.droppedLines });
   } catch (error) {
     // The TLS files read again, changed since the configuration was checked.
     if (!(error instanceof ConfigError)) throw error;
@@ -98,6 +106,10 @@ export async function main(argv: readonly string[]): Promise<void> {
     return;
   }
   // SIGHUP asks for the certificate files to be read again; without TLS it ends the process, as by default.
+  const log = app.log;
+  logs.reportDropsWith((dropped) =>
+    log.warn({ dropped_lines: dropped }, 'log lines dropped: standard output took them too slowly'),
+  );
   const { reloadCertificate } = app;
   if (reloadCertificate !== undefined) process.on('SIGHUP', () => reloadCertificate());
   try {

@@ -406,6 +406,24 @@ describe('loadConfig', () => {
     assert.deepEqual(parseCommandLine(['--host=::1']), { help: false, version: false, flags: { host: '::1' } });
   });
 
+  it('repeats at most 100 characters of a refused value in its line, saying how long it was', () => {
+    const long = 'x'.repeat(100_000);
+    const cut = `"${'x'.repeat(100)}"… (100000 characters)`;
+    const integer = 'must be an integer from 0 to 65535';
+    assert.throws(() => loadConfig([], { PORT: long }), new ConfigError(`invalid PORT ${cut}: ${integer}`));
+    assert.throws(() => loadConfig(['--port', long], {}), new ConfigError(`invalid --port ${cut}: ${integer}`));
+    const hundred = 'x'.repeat(100);
+    assert.throws(() => loadConfig([], { PORT: hundred }), new ConfigError(`invalid PORT "${hundred}": ${integer}`));
+    assert.throws(
+      () => loadConfig([], { TLS_CERT_FILE: `/${long}`, TLS_KEY_FILE: '/tls.key' }),
+      new ConfigError(`invalid TLS_CERT_FILE "/${'x'.repeat(99)}"… (100001 characters): cannot be read (ENAMETOOLONG)`),
+    );
+    assert.throws(
+      () => checkTimeZone(long),
+      (error: Error) => error.message.startsWith(`invalid TZ ${cut}: `),
+    );
+  });
+
   it('rejects unknown flags and stray arguments', () => {
     assert.throws(() => loadConfig(['--nope'], {}), ConfigError);
     assert.throws(() => loadConfig(['serve'], {}), ConfigError);

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
 import { once } from 'node:events';
-import { existsSync, readFileSync } from 'node:fs';
+import { closeSync, constants, existsSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { type AddressInfo, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -13,9 +13,10 @@ import { Redis } from 'ioredis';
 import { request } from 'undici';
 import { DEFAULT_CONFIG, SETTINGS } from '../src/config.js';
 import { VERSION } from '../src/version.js';
-import { assertEnvelope, sendTo } from './helpers.js';
+import { assertEnvelope, samples, sendTo } from './helpers.js';
 import { connectTo, type HeldRequest, holdEchoRequest, type RawResponse, ResponseReader } from './raw-http.js';
 import { REDIS_SERVER_MISSING, REDIS_SKIP_REASON, RedisServer } from './redis-server.js';
+import { run } from './run-command.js';
 import {
   type Exit,
   exitOf,
@@ -42,6 +43,12 @@ const UNPRIVILEGED_PORT_START = '/proc/sys/net/ipv4/ip_unprivileged_port_start';
 const OUTAGE_WARNING = 'Redis is unavailable: rate limiting is off and profile requests answer 503 until it is back';
 
 const isShuttingDown = (signal: string) => (line: LogLine) => line.msg === 'shutting down' && line.signal === signal;
+
+/** The resident memory of process `pid`, in bytes. */
+function residentBytes(pid: number): number {
+  const kb = /^VmRSS:\s+(\d+) kB$/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1];
+  return Number(kb) * 1024;
+}
 
 // biome-ignore lint/suspicious/noExplicitAny: a JSON body, whose shape each assertion checks
 async function get(port: number, path: string): Promise<{ status: number; body: any }> {
@@ -222,6 +229,48 @@ describe('server process (dist/server.js)', { concurrency: 4 }, () => {
     } finally {
       held?.socket.destroy();
       server.kill();
+    }
+  });
+
+  it('logging into a FIFO nobody reads, under load: memory stays bounded, the drops are counted, SIGTERM exits in time', {
+    timeout: 90_000,
+  }, async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'stalled-log-'));
+    const fifo = join(dir, 'stdout');
+    assert.equal((await run('mkfifo', [fifo])).code, 0);
+    const readerFd = openSync(fifo, constants.O_RDONLY | constants.O_NONBLOCK); // held open, never read
+    const timeoutMs = 2_000;
+    const server = await startServer({ SHUTDOWN_TIMEOUT_MS: String(timeoutMs), RATE_LIMIT_MAX: '0' }, [], {
+      logFile: fifo,
+    });
+    try {
+      const pid = server.child.pid ?? 0;
+      const rssBefore = residentBytes(pid);
+      // Lines of 8 KB (the URL is in each): 2,000 of them are four times what may wait to be written.
+      const origin = `http://127.0.0.1:${server.port}`;
+      const path = `/api/hello/${'x'.repeat(8_000)}`;
+      let left = 2_000;
+      await Promise.all(
+        Array.from({ length: 8 }, async () => {
+          for (; left > 0; left--) assert.equal((await sendTo(origin, { path })).status, 200);
+        }),
+      );
+      const growth = residentBytes(pid) - rssBefore;
+      assert.ok(growth < 64 * 1024 * 1024, `resident memory grew by ${Math.round(growth / 1024 / 1024)} MB`);
+      const metrics = await sendTo(origin, { path: '/metrics' });
+      const dropped = samples(metrics.text, 'log_lines_dropped_total').get('') ?? 0;
+      assert.ok(dropped > 1_000, `${dropped} lines dropped`);
+
+      const signalledAt = performance.now();
+      server.child.kill('SIGTERM');
+      const exit = await withTimeout(server.exited, timeoutMs + 5_000, 'exit after SIGTERM');
+      const tookMs = Math.round(exit.at - signalledAt);
+      assert.deepEqual(exitOf(exit), { code: 0, signal: null }, server.stderr());
+      assert.ok(tookMs < timeoutMs + 500, `exited ${tookMs} ms after SIGTERM, with a timeout of ${timeoutMs} ms`);
+    } finally {
+      server.kill();
+      closeSync(readerFd);
+      await rm(dir, { recursive: true, force: true });
     }
   });
 
@@ -422,6 +471,43 @@ describe('server process (dist/server.js)', { concurrency: 4 }, () => {
     }
   });
 
+  it('REDIS_URL to a full Redis (maxmemory 1mb, noeviction): the profile read, ready, writes 503', {
+    timeout: 60_000,
+    skip: REDIS_SERVER_MISSING && REDIS_SKIP_REASON,
+  }, async () => {
+    const redis = await RedisServer.start();
+    const admin = new Redis(redis.url);
+    await admin.config('SET', 'maxmemory', '1mb', 'maxmemory-policy', 'noeviction');
+    const server = await startServer({ REDIS_URL: redis.url });
+    try {
+      const origin = `http://127.0.0.1:${server.port}`;
+      // Ready once connected, though full from the start.
+      const deadline = performance.now() + 10_000;
+      while ((await sendTo(origin, { path: '/readyz' })).status !== 200) {
+        assert.ok(performance.now() < deadline, 'ready within 10 s');
+        await sleep(100);
+      }
+      const profile = await sendTo(origin, { path: '/api/profile' });
+      assert.equal(profile.status, 200, profile.text);
+      assert.deepEqual(profile.json(), { name: null, email: null, bio: null });
+      assert.equal((await sendTo(origin, { path: '/readyz' })).status, 200);
+      const write = await sendTo(origin, {
+        method: 'PUT',
+        path: '/api/profile',
+        headers: { 'content-type': 'application/json', 'if-match': String(profile.headers.etag) },
+        body: '{"name":"Ada"}',
+      });
+      assertEnvelope(write, 503, 'SERVICE_UNAVAILABLE');
+      // Full at once: the service's own connections take it past 1 MB. One warning says so.
+      const full = await server.waitForLog((line) => line.level === 40);
+      assert.match(String(full.reason), /^OOM command not allowed/, JSON.stringify(full));
+    } finally {
+      admin.disconnect();
+      server.kill();
+      await redis.kill();
+    }
+  });
+
   it('REDIS_URL with a database Redis refuses: /readyz and the profile 503 saying why, nothing in database 0', {
     timeout: 60_000,
     skip: REDIS_SERVER_MISSING && REDIS_SKIP_REASON,
@@ -606,6 +692,14 @@ describe('server process (dist/server.js)', { concurrency: 4 }, () => {
         : `SKIPPED: user nobody cannot run ${process.execPath} on ${ROOT}dist/server.js (a private directory on the way?)`;
     })();
 
+    /** A FIFO no one writes to: opening or reading it would wait forever. */
+    const fifoDir = mkdtempSync(join(tmpdir(), 'fifo-setting-'));
+    const fifo = join(fifoDir, 'secret');
+    const emptyFile = join(fifoDir, 'empty');
+    writeFileSync(emptyFile, '');
+    const fifoNamed = (setting: string) =>
+      `invalid ${setting} ${JSON.stringify(fifo)}: is not a regular file but a FIFO`;
+
     const cases: {
       name: string;
       env?: Record<string, string>;
@@ -613,6 +707,8 @@ describe('server process (dist/server.js)', { concurrency: 4 }, () => {
       options?: SpawnOptions;
       skip?: string;
       names: string;
+      /** The exit comes within this many ms of the start. */
+      withinMs?: number;
     }[] = [
       { name: 'PORT=abc', env: { PORT: 'abc' }, names: 'PORT "abc"' },
       { name: 'PORT=70000', env: { PORT: '70000' }, names: 'PORT "70000"' },
@@ -677,8 +773,14 @@ describe('server process (dist/server.js)', { concurrency: 4 }, () => {
       },
       {
         name: 'ADMIN_TOKEN_FILE that is empty',
-        env: { ADMIN_TOKEN_FILE: '/dev/null' },
-        names: 'invalid ADMIN_TOKEN_FILE "/dev/null": is empty',
+        env: { ADMIN_TOKEN_FILE: emptyFile },
+        names: `invalid ADMIN_TOKEN_FILE ${JSON.stringify(emptyFile)}: is empty`,
+      },
+      {
+        name: 'ADMIN_TOKEN_FILE=/dev/zero, a device whose text never ends',
+        env: { ADMIN_TOKEN_FILE: '/dev/zero' },
+        names: 'invalid ADMIN_TOKEN_FILE "/dev/zero": is not a regular file but a device',
+        withinMs: 10_000,
       },
       // HTTPS and HTTP/2: the certificate files are read and checked at start.
       { name: 'HTTP2=yes', env: { HTTP2: 'yes' }, names: 'invalid HTTP2 "yes": must be true, false, 1 or 0' },
@@ -692,6 +794,28 @@ describe('server process (dist/server.js)', { concurrency: 4 }, () => {
         env: { TLS_KEY_FILE: '/nonexistent/tls.key' },
         names: 'invalid TLS_KEY_FILE "/nonexistent/tls.key": cannot be read (ENOENT)',
       },
+      // A FIFO (or any file whose open or read waits) as a file setting: refused, never waited on.
+      ...(
+        [
+          { setting: 'REDIS_PASSWORD_FILE', env: { REDIS_URL: 'redis://127.0.0.1', REDIS_PASSWORD_FILE: fifo } },
+          {
+            setting: 'REDIS_SENTINEL_PASSWORD_FILE',
+            env: {
+              REDIS_SENTINELS: '127.0.0.1:26379',
+              REDIS_SENTINEL_NAME: 'mymaster',
+              REDIS_SENTINEL_PASSWORD_FILE: fifo,
+            },
+          },
+          { setting: 'REDIS_TLS_CA_FILE', env: { REDIS_URL: 'rediss://127.0.0.1', REDIS_TLS_CA_FILE: fifo } },
+          { setting: 'ADMIN_TOKEN_FILE', env: { ADMIN_TOKEN_FILE: fifo } },
+          { setting: 'TLS_CERT_FILE', env: { TLS_CERT_FILE: fifo, TLS_KEY_FILE: fifo } },
+        ] as { setting: string; env: Record<string, string> }[]
+      ).map(({ setting, env }) => ({
+        name: `${setting} that is a FIFO`,
+        env,
+        names: fifoNamed(setting),
+        withinMs: 10_000,
+      })),
       // Node runs in UTC for a zone it cannot read, without a word.
       { name: 'TZ=Invalid/Zone', env: { TZ: 'Invalid/Zone' }, names: 'invalid TZ "Invalid/Zone"' },
       { name: 'TZ=asia/kolkata', env: { TZ: 'asia/kolkata' }, names: 'invalid TZ "asia/kolkata"' },
@@ -733,9 +857,10 @@ describe('server process (dist/server.js)', { concurrency: 4 }, () => {
         names: 'PORT 80 needs privileges this process does not have',
       },
     ];
-    const results = new Map<string, { exit: Exit; stdout: string; stderr: string }>();
+    const results = new Map<string, { exit: Exit; stdout: string; stderr: string; tookMs: number }>();
 
     before(async () => {
+      assert.equal(spawnSync('mkfifo', [fifo]).status, 0);
       busy.listen(0, '127.0.0.1');
       await once(busy, 'listening');
       busyPort = (busy.address() as AddressInfo).port;
@@ -745,10 +870,12 @@ describe('server process (dist/server.js)', { concurrency: 4 }, () => {
       const run = async (): Promise<void> => {
         for (let next = queue.shift(); next !== undefined; next = queue.shift()) {
           const { name, env, args, options } = next;
+          const startedAt = performance.now();
           const server = await spawnServer(env, args, options);
           try {
             const exit = await withTimeout(server.exited, 20_000, `${name}: exit`);
-            results.set(name, { exit, stdout: server.stdout(), stderr: server.stderr() });
+            const tookMs = Math.round(exit.at - startedAt);
+            results.set(name, { exit, stdout: server.stdout(), stderr: server.stderr(), tookMs });
           } finally {
             server.kill();
           }
@@ -758,11 +885,12 @@ describe('server process (dist/server.js)', { concurrency: 4 }, () => {
     });
     after(() => {
       busy.close();
+      rmSync(fifoDir, { recursive: true, force: true });
     });
 
     for (const testCase of cases) {
       it(testCase.name, { skip: testCase.skip }, () => {
-        const { name, names } = testCase;
+        const { name, names, withinMs } = testCase;
         const result = results.get(name);
         assert.ok(result, 'the process ran');
         assert.deepEqual(exitOf(result.exit), { code: 1, signal: null }, result.stderr);
@@ -770,6 +898,7 @@ describe('server process (dist/server.js)', { concurrency: 4 }, () => {
         assert.match(result.stderr, /^greeting-service: [^\n]+\n$/, 'exactly one line');
         assert.ok(result.stderr.includes(names), `${JSON.stringify(result.stderr)} names ${names}`);
         assert.ok(!result.stderr.includes('hunter2'), 'a secret is never repeated');
+        if (withinMs !== undefined) assert.ok(result.tookMs < withinMs, `exited ${result.tookMs} ms after the start`);
       });
     }
   });

@@ -1,8 +1,6 @@
-import { readFileSync } from 'node:fs';
-import { readFile } from 'node:fs/promises';
 import { createSecureContext, type Server as TlsServer } from 'node:tls';
 import type { FastifyBaseLogger } from 'fastify';
-import { ConfigError, readTlsKeyPair, type TlsKeyPair } from '../config.js';
+import { ConfigError, readText, readTextAsync, readTlsKeyPair, type TlsKeyPair } from '../config.js';
 import { opensslReason } from '../lib/openssl-reason.js';
 
 /**
@@ -91,7 +89,7 @@ export class ServerCertificate {
     if (this.#checking) return;
     this.#checking = true;
     try {
-      const state = await Promise.all([readFile(this.#certFile, 'utf8'), readFile(this.#keyFile, 'utf8')]).then(
+      const state = await Promise.all([readTextAsync(this.#certFile), readTextAsync(this.#keyFile)]).then(
         (texts) => texts.join('\0'),
         (error: Error) => `unreadable: ${error.message}`,
       );
@@ -104,7 +102,7 @@ export class ServerCertificate {
   /** The files' texts as the check compares them, or why they cannot be read. */
   #stateNow(): string {
     try {
-      return `${readFileSync(this.#certFile, 'utf8')}\0${readFileSync(this.#keyFile, 'utf8')}`;
+      return `${readText(this.#certFile)}\0${readText(this.#keyFile)}`;
     } catch (error) {
       return `unreadable: ${(error as Error).message}`;
     }

@@ -1,10 +1,16 @@
+import { fstatSync } from 'node:fs';
+import { Socket } from 'node:net';
 import { destination } from 'pino';
 
 /** Standard output for log lines, written asynchronously: see `logDestination`. */
 export interface LogDestination {
   /** What pino writes each line to. */
   readonly stream: { write(line: string): void };
-  /** Writes what is buffered now, blocking: for an exit that cannot wait. */
+  /** The lines dropped since the start, for `/metrics`. */
+  droppedLines(): number;
+  /** Calls `report` with the lines dropped since it last did, each time standard output has taken all that waited. */
+  reportDropsWith(report: (dropped: number) => void): void;
+  /** Writes what is buffered now, as far as standard output takes it at once: for an exit that cannot wait. */
   flushSync(): void;
   /** Writes what is buffered, then calls `onClosed`. */
   end(onClosed: () => void): void;
@@ -16,32 +22,122 @@ const FLUSH_MS = 10;
 const CHUNK_BYTES = 64 * 1024;
 /** The most bytes a UTF-16 code unit takes in UTF-8. */
 const MAX_BYTES_PER_UNIT = 3;
+/** The most bytes of lines handed over and not yet written: a batch that would go beyond is dropped. */
+export const MAX_PENDING_BYTES = 4 * 1024 * 1024;
+const NEWLINE = 0x0a;
+
+/** Where the batches go, telling as they leave. */
+interface Sink {
+  write(bytes: Buffer): void;
+  flushSync(): void;
+  end(onClosed: () => void): void;
+}
+
+interface SinkEvents {
+  written(bytes: number): void;
+  failed(): void;
+}
+
+/**
+ * A pipe or a socket, written by libuv without blocking as its reader takes the bytes: a reader
+ * that never reads holds no thread of the pool, which an exit would wait for forever. (libuv makes
+ * the descriptor non-blocking, as Node does for `process.stdout` on a pipe.) A terminal, which a
+ * socket cannot take, stays with SonicBoom.
+ */
+function streamSink(fd: number, { written, failed }: SinkEvents): Sink {
+  const socket = new Socket({ fd, readable: false, writable: true });
+  socket.on('error', failed);
+  return {
+    write: (bytes) => {
+      socket.write(bytes, (error) => {
+        if (error === undefined || error === null) written(bytes.length);
+      });
+    },
+    // What the pipe takes at once was written as it was handed over; the rest cannot be waited for.
+    flushSync: () => {},
+    end: (onClosed) => {
+      socket.end(onClosed);
+    },
+  };
+}
+
+/** A file or a terminal, written by pino's SonicBoom. */
+function fileSink(fd: number, { written, failed }: SinkEvents): Sink {
+  const boom = destination({ dest: fd, sync: false, contentMode: 'buffer' });
+  boom.on('write', written);
+  boom.on('error', failed);
+  return {
+    // SonicBoom's types know only strings; in buffer mode it takes, and wants, bytes.
+    write: (bytes) => boom.write(bytes as unknown as string),
+    flushSync: () => boom.flushSync(),
+    end: (onClosed) => {
+      boom.once('close', onClosed);
+      boom.end();
+    },
+  };
+}
+
+/** The lines in `bytes`: each ends with a newline. */
+function countLines(bytes: Buffer): number {
+  let lines = 0;
+  for (let at = bytes.indexOf(NEWLINE); at !== -1; at = bytes.indexOf(NEWLINE, at + 1)) lines++;
+  return lines;
+}
 
 /**
  * Log lines go to standard output asynchronously, in batches: each line is encoded as it comes into
- * a buffer of lines, which is handed to pino's SonicBoom at most 10 ms after its first line (or
- * once full), so that under load one system call carries hundreds of lines, where a write per line
- * or per turn of the event loop cost as much as the rest of the request's logging. A line's text is
- * garbage as soon as it is encoded: lines kept as text for those 10 ms outlived the young
- * generation's collections and made V8 grow it. Every line, pino's own included, takes this way,
- * so lines leave in the order they were written; an exit writes what waits first (`flushSync`,
- * `end`).
+ * a buffer of lines, which is handed over at most 10 ms after its first line (or once full), so
+ * that under load one system call carries hundreds of lines, where a write per line or per turn of
+ * the event loop cost as much as the rest of the request's logging. A line's text is garbage as
+ * soon as it is encoded: lines kept as text for those 10 ms outlived the young generation's
+ * collections and made V8 grow it. Every line, pino's own included, takes this way, so lines leave
+ * in the order they were written; an exit writes what waits first (`flushSync`, `end`).
+ *
+ * What is handed over and not yet written is bounded by `MAX_PENDING_BYTES`: a batch that does not
+ * fit is dropped and its lines counted, so a reader that stalls costs lines, never memory. A pipe
+ * or socket is written without blocking (`streamSink`); files and terminals take their bytes.
  */
 export function logDestination(fd = 1): LogDestination {
-  const boom = destination({ dest: fd, sync: false, contentMode: 'buffer' });
+  let pending = 0;
+  let dropped = 0;
+  let unreported = 0;
+  let broken = false;
+  let report: ((dropped: number) => void) | undefined;
+  const events: SinkEvents = {
+    written: (bytes) => {
+      pending -= bytes;
+      if (pending > 0 || unreported === 0 || report === undefined) return;
+      const count = unreported;
+      unreported = 0;
+      report(count);
+    },
+    failed: () => {
+      broken = true;
+    },
+  };
+  const stat = fstatSync(fd);
+  const sink = stat.isFIFO() || stat.isSocket() ? streamSink(fd, events) : fileSink(fd, events);
   let chunk = Buffer.allocUnsafeSlow(CHUNK_BYTES);
   let used = 0;
   let timer: NodeJS.Timeout | undefined;
-  // SonicBoom's types know only strings; in buffer mode it takes, and wants, bytes.
-  const send = (bytes: Buffer): void => {
-    boom.write(bytes as unknown as string);
+  /** Hands `bytes` over, unless they do not fit: then drops them, and says whether it did. */
+  const send = (bytes: Buffer): boolean => {
+    if (broken || pending + bytes.length > MAX_PENDING_BYTES) {
+      const lines = countLines(bytes);
+      dropped += lines;
+      unreported += lines;
+      return false;
+    }
+    pending += bytes.length;
+    sink.write(bytes);
+    return true;
   };
   const hand = (): void => {
     clearTimeout(timer);
     timer = undefined;
     if (used === 0) return;
-    send(chunk.subarray(0, used));
-    chunk = Buffer.allocUnsafeSlow(CHUNK_BYTES);
+    // A dropped batch's buffer is written over by the next lines.
+    if (send(chunk.subarray(0, used))) chunk = Buffer.allocUnsafeSlow(CHUNK_BYTES);
     used = 0;
   };
   return {
@@ -57,14 +153,17 @@ export function logDestination(fd = 1): LogDestination {
         timer ??= setTimeout(hand, FLUSH_MS).unref();
       },
     },
+    droppedLines: () => dropped,
+    reportDropsWith: (reporter) => {
+      report = reporter;
+    },
     flushSync: () => {
       hand();
-      boom.flushSync();
+      sink.flushSync();
     },
     end: (onClosed) => {
       hand();
-      boom.once('close', onClosed);
-      boom.end();
+      sink.end(onClosed);
     },
   };
 }

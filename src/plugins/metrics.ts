@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
-import { collectDefaultMetrics, Registry } from 'prom-client';
+import { Counter, collectDefaultMetrics, Registry } from 'prom-client';
 import { type HistogramSeries, SeriesHistogram } from '../lib/histogram.js';
 import type { RequestLog } from '../logging/request-log.js';
 
@@ -49,8 +49,20 @@ declare module 'fastify' {
  * `unmatched`. Requests are observed where they are logged, as they finish.
  */
 export const metricsPlugin = fp(
-  async (app: FastifyInstance, { requestLog }: { requestLog: RequestLog }) => {
+  async (
+    app: FastifyInstance,
+    { requestLog, droppedLogLines }: { requestLog: RequestLog; droppedLogLines: () => number },
+  ) => {
     const registry = new Registry();
+    new Counter({
+      name: 'log_lines_dropped_total',
+      help: 'Log lines dropped because standard output had not taken the ones before them.',
+      registers: [registry],
+      collect() {
+        this.reset();
+        this.inc(droppedLogLines());
+      },
+    });
     const duration = new SeriesHistogram({
       name: 'http_request_duration_seconds',
       help: 'Time from the start of a request to the end of its response, in seconds.',

@@ -1,7 +1,6 @@
-import { readFileSync } from 'node:fs';
 import { type ConnectionOptions, createSecureContext } from 'node:tls';
 import { Cluster, type ClusterOptions, Redis, type RedisOptions } from 'ioredis';
-import { type Config, ConfigError, readSecretFile, redisTlsOn } from '../config.js';
+import { type Config, ConfigError, readSecretFile, readText, redisTlsOn } from '../config.js';
 import { opensslReason } from '../lib/openssl-reason.js';
 
 /** The settings the Redis client is built from. */
@@ -80,12 +79,12 @@ function tlsOptions(settings: RedisSettings): ConnectionOptions | undefined {
   const { redisTlsCaFile: ca, redisTlsCertFile: cert, redisTlsKeyFile: key, redisTlsServername: servername } = settings;
   const options: ConnectionOptions = { ...(servername !== null && { servername }) };
   if (ca !== null) {
-    options.ca = readFileSync(ca, 'utf8');
+    options.ca = readText(ca);
     checkedByOpenssl({ ca: options.ca }, `REDIS_TLS_CA_FILE ${JSON.stringify(ca)}`);
   }
   if (cert !== null && key !== null) {
-    options.cert = readFileSync(cert, 'utf8');
-    options.key = readFileSync(key, 'utf8');
+    options.cert = readText(cert);
+    options.key = readText(key);
     const named = `REDIS_TLS_CERT_FILE ${JSON.stringify(cert)} with REDIS_TLS_KEY_FILE ${JSON.stringify(key)}`;
     checkedByOpenssl({ cert: options.cert, key: options.key }, named);
   }

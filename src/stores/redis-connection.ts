@@ -6,6 +6,7 @@ import { type StoreHealth, StoreUnavailableError } from './availability.js';
 import { createRedisClient, type RedisClient, type RedisSettings } from './redis-client.js';
 import {
   CONNECTION_CLOSED,
+  isOutOfMemory,
   isSentinelRound,
   noPrimary,
   type Reason,
@@ -50,6 +51,7 @@ const NOT_CONNECTED: Reason = { kind: 'unreachable', text: 'Redis is not connect
 
 const OUTAGE_WARNING = 'Redis is unavailable: rate limiting is off and profile requests answer 503 until it is back';
 const REPLICAS_WARNING = 'Redis has too few replicas in step: profile writes answer 503 until it has them again';
+const FULL_WARNING = 'Redis is full (maxmemory): profile writes answer 503 and rate limiting is off until it has room';
 
 /**
  * A write refused by a primary with too few replicas (its `min-replicas-to-write`): Redis itself
@@ -106,6 +108,8 @@ export class RedisConnection implements StoreHealth {
   readonly #writer: RedisClient | null;
   /** Whether writes are being refused for too few replicas: logged once when it starts and once when it ends. */
   #replicasShort = false;
+  /** Whether writes are being refused because Redis is full: logged once when it starts and once when it ends. */
+  #full = false;
 
   constructor({ settings, minReplicasAck = 0, log }: RedisConnectionOptions) {
     this.#timeoutMs = settings.redisTimeoutMs;
@@ -182,9 +186,11 @@ export class RedisConnection implements StoreHealth {
     try {
       const answer = await command(this.client);
       if (write && this.#writer === null) this.#enoughReplicas();
+      if (write) this.#roomAgain();
       return answer;
     } catch (error) {
       if (isTooFewReplicas(error)) throw this.#tooFewReplicas((error as Error).message, error);
+      if (isOutOfMemory(error)) throw this.#outOfMemory((error as Error).message, error);
       // The connection's own reason, e.g. ECONNREFUSED, says more than "Stream isn't writeable".
       if (this.#unavailable === null) this.#lost(this.#commandReason(error as Error));
       throw new StoreUnavailableError(this.#reason(), { cause: error });
@@ -248,6 +254,21 @@ export class RedisConnection implements StoreHealth {
     this.#log.info('Redis has the replicas it needs again: profile writes are answered again');
   }
 
+  #roomAgain(): void {
+    if (!this.#full) return;
+    this.#full = false;
+    this.#log.info('Redis has room again: profile writes are answered again');
+  }
+
+  /** A write refused because Redis is full: one warning while it goes on, and reads go on. */
+  #outOfMemory(text: string, cause: unknown): StoreUnavailableError {
+    if (!this.#full) {
+      this.#full = true;
+      this.#log.warn({ reason: text }, FULL_WARNING);
+    }
+    return new StoreUnavailableError(`Redis is full (maxmemory): ${text}`, { cause });
+  }
+
   /** A write refused or not acknowledged for want of replicas: one warning while it goes on. */
   #tooFewReplicas(text: string, cause: unknown): StoreUnavailableError {
     if (!this.#replicasShort) {
@@ -309,8 +330,8 @@ export class RedisConnection implements StoreHealth {
       try {
         await check(client, thorough);
       } catch (error) {
-        // A primary without its replicas refuses the checks' writes, and still serves.
-        if (!isTooFewReplicas(error)) throw error;
+        // A primary without its replicas, or full, refuses the checks' writes, and still serves.
+        if (!isTooFewReplicas(error) && !isOutOfMemory(error)) throw error;
       }
     }
   }

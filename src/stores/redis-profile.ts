@@ -1,7 +1,9 @@
 import type { Result } from 'ioredis';
 import { EMPTY_PROFILE, type Profile } from '../domain/profile.js';
 import { type ProfileSnapshot, type ProfileStore, snapshot } from './profile.js';
+import type { RedisClient } from './redis-client.js';
 import type { RedisConnection } from './redis-connection.js';
+import { isOutOfMemory } from './redis-reasons.js';
 
 declare module 'ioredis' {
   interface RedisCommander<Context> {
@@ -28,6 +30,31 @@ redis.call('HSET', KEYS[1], 'version', version, 'profile', ARGV[1])
 return {version, ARGV[1]}
 `;
 
+/** The empty profile's fields, as stored. */
+const EMPTY_JSON = JSON.stringify(EMPTY_PROFILE);
+
+/**
+ * The version of the empty profile while Redis is too full to store it: no stored profile has it
+ * (theirs are Redis's clock), so it always names the empty profile.
+ */
+const UNSTORED_VERSION = '0';
+
+/**
+ * The profile's version and fields: a plain read, which Redis serves even when it is full and
+ * refuses writes, and the script that creates the empty profile only if there is none. Too full
+ * for that, the empty profile unstored.
+ */
+async function readProfile(client: RedisClient): Promise<[version: string, profile: string]> {
+  const [version, profile] = await client.hmget(KEY, 'version', 'profile');
+  if (version !== null && version !== undefined && profile !== null && profile !== undefined) return [version, profile];
+  try {
+    return await client.readProfile(KEY, EMPTY_JSON);
+  } catch (error) {
+    if (!isOutOfMemory(error)) throw error;
+    return [UNSTORED_VERSION, EMPTY_JSON];
+  }
+}
+
 /** Stores the next version only if the current one is still the expected one: 1 if stored, else 0. */
 const COMPARE_AND_SET_PROFILE = `
 if redis.call('HGET', KEYS[1], 'version') ~= ARGV[1] then return 0 end
@@ -48,16 +75,14 @@ export class RedisProfileStore implements ProfileStore {
     connection.defineScript('readProfile', READ_PROFILE);
     connection.defineScript('compareAndSetProfile', COMPARE_AND_SET_PROFILE);
     connection.addCheck(async (client, thorough) => {
-      const [version, profile] = await client.readProfile(KEY, JSON.stringify(EMPTY_PROFILE));
+      const [version, profile] = await readProfile(client);
       // Writes what is there, if nobody wrote in between: the profile and its version unchanged.
       if (thorough) await client.compareAndSetProfile(KEY, version, version, profile);
     });
   }
 
   async get(): Promise<ProfileSnapshot> {
-    const [version, profile] = await this.#connection.run((client) =>
-      client.readProfile(KEY, JSON.stringify(EMPTY_PROFILE)),
-    );
+    const [version, profile] = await this.#connection.run(readProfile);
     return snapshot(JSON.parse(profile) as Profile, Number(version));
   }
 

@@ -20,6 +20,14 @@ export interface Reason {
   text: string;
 }
 
+/**
+ * A write refused because Redis is full (`maxmemory` reached with the `noeviction` policy): it
+ * still serves reads, so this fails the one write, not the connection.
+ */
+export function isOutOfMemory(error: unknown): boolean {
+  return error instanceof ReplyError && /(^|: )OOM /.test((error as Error).message);
+}
+
 export const CONNECTION_CLOSED: Reason = { kind: 'unreachable', text: 'Redis is unreachable: the connection closed.' };
 
 /** Node's codes for a server certificate that no trusted CA signed. */

@@ -377,6 +377,28 @@ describe('HTTPS', { skip: OPENSSL_MISSING && OPENSSL_SKIP_REASON }, () => {
       }
     });
 
+    it('a FIFO in place of the certificate: refused with one warning, never waited on', {
+      timeout: 30_000,
+    }, async () => {
+      const inUse = await fingerprint();
+      const before = warnings().length;
+      const fifo = join(secret, 'fifo.pem');
+      assert.equal((await run('mkfifo', [fifo])).code, 0);
+      // The new version's tls.crt is a link to the FIFO, which no one ever writes to.
+      swapSecret(files.serverCert, files.serverKey);
+      const crt = join(secret, `..version-${version}`, 'tls.crt');
+      rmSync(crt);
+      symlinkSync(fifo, crt);
+      await server.waitForLog((line) => line.level === 40 && warnings().length > before, 5_000);
+      assert.match(
+        String(warnings().at(-1)?.error),
+        /^invalid TLS_CERT_FILE ".*tls\.crt": is not a regular file but a FIFO$/,
+      );
+      server.child.kill('SIGHUP');
+      await server.waitForLog((line) => line.level === 40 && line.reason === 'reload asked for', 5_000);
+      assert.equal(await fingerprint(), inUse);
+    });
+
     it('SIGHUP loads the files at once, and SIGTERM still ends it with 0', { timeout: 30_000 }, async () => {
       swapSecret(files.nameOnlyCert, files.nameOnlyKey);
       server.child.kill('SIGHUP');

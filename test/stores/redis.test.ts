@@ -421,6 +421,76 @@ describe('Redis stores', { skip: REDIS_SERVER_MISSING && REDIS_SKIP_REASON }, ()
   });
 });
 
+const FULL_WARNING = 'Redis is full (maxmemory): profile writes answer 503 and rate limiting is off until it has room';
+
+describe('Redis full: maxmemory reached, noeviction', { skip: REDIS_SERVER_MISSING && REDIS_SKIP_REASON }, () => {
+  let server: RedisServer;
+  let admin: Redis;
+  before(async () => {
+    server = await RedisServer.start();
+    admin = new Redis(server.url);
+  });
+  after(async () => {
+    admin?.disconnect();
+    await server?.kill();
+  });
+
+  /** Redis refuses every write from now on, as one at its `maxmemory` with the `noeviction` policy does. */
+  const fill = () => admin.config('SET', 'maxmemory', '1', 'maxmemory-policy', 'noeviction');
+  const makeRoom = () => admin.config('SET', 'maxmemory', '0');
+
+  it('filled after the start: the profile is read, only writes fail, one warning, and readiness says ready', async () => {
+    await admin.flushall();
+    const logs = new LogCapture();
+    const own = connect(server.url, logs);
+    try {
+      await untilAvailable(own);
+      const profile = new RedisProfileStore(own);
+      const counts = new RedisRateLimitStore(own);
+      const stored = await profile.get();
+      await fill();
+      try {
+        assert.deepEqual(await profile.get(), stored);
+        assert.match(
+          await assertFailsFast(() => profile.compareAndSet(stored.version, ADA)),
+          /^Redis is full \(maxmemory\): OOM /,
+        );
+        await assertFailsFast(() => counts.incr('a', 1000));
+        assert.deepEqual(await profile.get(), stored, 'read after a write was refused');
+        assert.equal(await own.unavailableReason(), null);
+        assert.deepEqual(logs.warnings(), [FULL_WARNING]);
+      } finally {
+        await makeRoom();
+      }
+      // The next write that Redis takes ends it, in one line.
+      assert.equal((await profile.compareAndSet(stored.version, ADA))?.version, stored.version + 1);
+      assert.equal(logs.lines.at(-1)?.msg, 'Redis has room again: profile writes are answered again');
+      assert.deepEqual(logs.warnings(), [FULL_WARNING]);
+    } finally {
+      await own.close();
+    }
+  });
+
+  it('filled before the start, no profile stored: ready, the empty profile as version 0, which no stored profile has', async () => {
+    await admin.flushall();
+    await fill();
+    const own = connect(server.url);
+    try {
+      await untilAvailable(own);
+      const profile = new RedisProfileStore(own);
+      assert.deepEqual(await profile.get(), { profile: EMPTY_PROFILE, version: 0 });
+      assert.equal(await own.unavailableReason(), null);
+      await makeRoom();
+      const stored = await profile.get();
+      assert.deepEqual(stored.profile, EMPTY_PROFILE);
+      assert.ok(stored.version > 0);
+    } finally {
+      await makeRoom();
+      await own.close();
+    }
+  });
+});
+
 /** Resolves once the primary `connection` is on has a replica online. */
 async function untilReplicaOnline(connection: RedisConnection, ms = 5000): Promise<void> {
   const deadline = Date.now() + ms;
