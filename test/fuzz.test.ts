@@ -49,7 +49,7 @@ const HTTP_RUNS = Math.ceil(RUNS / 4);
 const INJECT_RUNS = RUNS - HTTP_RUNS;
 const RATE_LIMITED_RUNS = Math.ceil(RUNS / 40);
 /** Requests under each optional feature, a quarter of them over real sockets: few, for the time they add to CI. */
-const FEATURE_RUNS = Number(process.env.FUZZ_FEATURE_RUNS ?? Math.ceil(RUNS / 25));
+const FEATURE_RUNS = Number(process.env.FUZZ_FEATURE_RUNS ?? Math.ceil(RUNS / 40));
 /** Low enough that the rate-limited run goes over it many times. */
 const RATE_LIMIT_MAX = 20;
 
@@ -526,7 +526,8 @@ interface Feature {
   /** What the requests are: the default ones, or some of the feature's own among them. */
   requests: fc.Arbitrary<FuzzRequest>;
   /** Starts what the feature needs; answers the app's options and how to let go of it all afterwards. */
-  setUp(): Promise<{ options: FuzzedAppOptions; tearDown(): Promise<void> }>;
+  /** `check`, if any, runs once the app has closed. */
+  setUp(): Promise<{ options: FuzzedAppOptions; check?(): void; tearDown(): Promise<void> }>;
 }
 
 const nothingToTearDown = async () => {};
@@ -552,11 +553,9 @@ const FEATURES: Feature[] = [
       const receiver = await OtlpReceiver.start();
       return {
         options: { overrides: { otelExporterOtlpEndpoint: receiver.url } },
-        async tearDown() {
-          // The app's close flushed its spans: the export worked all along.
-          assert.ok(receiver.spans.length > 0, 'no span reached the receiver');
-          await receiver.close();
-        },
+        // The app's close flushed its spans: the export worked all along.
+        check: () => assert.ok(receiver.spans.length > 0, 'no span reached the receiver'),
+        tearDown: () => receiver.close(),
       };
     },
   },
@@ -620,7 +619,7 @@ const FEATURES: Feature[] = [
 describe(`fuzz: under each optional feature, ${FEATURE_RUNS} requests each`, () => {
   for (const feature of FEATURES) {
     it(feature.name, { skip: feature.skip ?? false }, async () => {
-      const { options, tearDown } = await feature.setUp();
+      const { options, check, tearDown } = await feature.setUp();
       const fuzzed = new FuzzedApp(options);
       await fuzzed.start();
       try {
@@ -635,6 +634,8 @@ describe(`fuzz: under each optional feature, ${FEATURE_RUNS} requests each`, () 
         );
         assert.ok(fuzzed.requests >= FEATURE_RUNS, `${fuzzed.requests} requests`);
         assert.deepEqual(fuzzed.errorLines(), []);
+        await fuzzed.app.close();
+        check?.();
       } finally {
         await fuzzed.app.close();
         await tearDown();
