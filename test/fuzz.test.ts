@@ -1,24 +1,37 @@
 import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { METHODS } from 'node:http';
-import { connect } from 'node:net';
+import { connect, type Socket } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
+import { connect as connectTls } from 'node:tls';
 import fc from 'fast-check';
 import type { FastifyInstance } from 'fastify';
+import { pino } from 'pino';
 import { buildApp } from '../src/app.js';
+import { type Config, DEFAULT_CONFIG } from '../src/config.js';
 import { entityTag } from '../src/domain/profile.js';
 import { MemoryProfileStore } from '../src/stores/memory-profile.js';
+import type { ProfileStore } from '../src/stores/profile.js';
 import {
   abridged,
+  adminRequest,
   CURRENT_ETAG,
   describeRequest,
   FUZZ_BODY_LIMIT,
   type FuzzRequest,
   fuzzRequest,
+  fuzzRequestWithFaults,
   POLLUTED_PROPERTY,
   rawHeaders,
 } from './fuzz/arbitraries.js';
 import { LogCapture, parseRawResponse, type TestResponse, testConfig } from './helpers.js';
 import { conformanceOf } from './openapi-conformance.js';
+import { REDIS_SERVER_MISSING, REDIS_SKIP_REASON, RedisServer } from './redis-server.js';
+import { makeTlsFiles, OPENSSL_MISSING, OPENSSL_SKIP_REASON } from './tls-files.js';
+import { OtlpReceiver } from './tracing/otlp-receiver.js';
 
 /**
  * Property-based fuzzing of every route: random methods, paths, query strings,
@@ -35,11 +48,13 @@ const RUNS = Number(process.env.FUZZ_RUNS ?? DEFAULT_RUNS);
 const HTTP_RUNS = Math.ceil(RUNS / 4);
 const INJECT_RUNS = RUNS - HTTP_RUNS;
 const RATE_LIMITED_RUNS = Math.ceil(RUNS / 40);
+/** Requests under each optional feature, a quarter of them over real sockets: few, for the time they add to CI. */
+const FEATURE_RUNS = Number(process.env.FUZZ_FEATURE_RUNS ?? Math.ceil(RUNS / 40));
 /** Low enough that the rate-limited run goes over it many times. */
 const RATE_LIMIT_MAX = 20;
 
 console.log(
-  `fuzz: seed ${SEED}, ${RUNS + RATE_LIMITED_RUNS} requests; replay with FUZZ_SEED=${SEED} FUZZ_RUNS=${RUNS}`,
+  `fuzz: seed ${SEED}, ${RUNS + RATE_LIMITED_RUNS} requests, and ${FEATURE_RUNS} under each optional feature; replay with FUZZ_SEED=${SEED} FUZZ_RUNS=${RUNS} FUZZ_FEATURE_RUNS=${FEATURE_RUNS}`,
 );
 
 /** Every route of the service (HEAD is each GET route's). */
@@ -68,6 +83,8 @@ const REACHED_STATUSES = [304, 400, 404, 405, 406, 412, 413, 415, 422, 431];
 /** The codes the contract (and docs/errors.md's table for statuses it leaves open) gives each error status. */
 const ERROR_CODES: Record<number, readonly string[]> = {
   400: ['VALIDATION_ERROR', 'MALFORMED_JSON', 'BAD_REQUEST'],
+  // The readiness switch's, with ADMIN_TOKEN_FILE.
+  401: ['UNAUTHORIZED'],
   404: ['NOT_FOUND'],
   405: ['METHOD_NOT_ALLOWED'],
   406: ['NOT_ACCEPTABLE'],
@@ -194,11 +211,23 @@ function assertNoLeak(request: FuzzRequest, res: TestResponse, context: string):
   }
 }
 
+/**
+ * An answer the service was told to give instead of serving the request (`X-Fault-Injected: abort`):
+ * the status asked for, which may be any of 200 to 599.
+ */
+function injectedAbort(res: TestResponse): boolean {
+  return String(res.headers['x-fault-injected'] ?? '')
+    .split(', ')
+    .includes('abort');
+}
+
 function assertEnvelopeShape(request: FuzzRequest, res: TestResponse, rateLimited: boolean, context: string): void {
-  const codes = ERROR_CODES[res.status];
-  assert.ok(codes !== undefined, `status ${res.status} is not in the contract's table: ${context}`);
+  const injected = injectedAbort(res);
+  // An injected error's code is its status's, which the contract's table need not name (418 IM_A_TEAPOT).
+  const codes = injected ? undefined : ERROR_CODES[res.status];
+  assert.ok(injected || codes !== undefined, `status ${res.status} is not in the contract's table: ${context}`);
   if (res.status === 429) {
-    assert.ok(rateLimited, `429 with rate limiting off: ${context}`);
+    assert.ok(rateLimited || injected, `429 with rate limiting off: ${context}`);
     assert.match(String(res.headers['retry-after']), /^[1-9]\d*$/, `429 without Retry-After: ${context}`);
   }
   if (res.status === 405) {
@@ -211,7 +240,11 @@ function assertEnvelopeShape(request: FuzzRequest, res: TestResponse, rateLimite
   assert.deepEqual(Object.keys(body), ['error'], context);
   const error = body.error as Record<string, unknown>;
   assert.deepEqual(Object.keys(error), ['code', 'message', 'details', 'timestamp', 'request_id'], context);
-  assert.ok(codes.includes(error.code as string), `code ${String(error.code)} for ${res.status}: ${context}`);
+  assert.match(String(error.code), /^[A-Z][A-Z_]*[A-Z]$/, context);
+  assert.ok(
+    codes?.includes(error.code as string) ?? injected,
+    `code ${String(error.code)} for ${res.status}: ${context}`,
+  );
   assert.ok(typeof error.message === 'string' && error.message !== '', context);
   assert.ok(Array.isArray(error.details), context);
   for (const detail of error.details) {
@@ -240,6 +273,17 @@ interface Snapshot {
   etag: string;
 }
 
+/** How an app under fuzzing differs from the defaults. */
+interface FuzzedAppOptions {
+  rateLimited?: boolean;
+  /** Settings of an optional feature. */
+  overrides?: Partial<Config>;
+  /** Where the profile lives; a new one in memory by default. */
+  store?: ProfileStore;
+  /** Raw requests go over TLS. */
+  tls?: boolean;
+}
+
 /** One app under fuzzing, what it was sent, and the profile it must hold. */
 class FuzzedApp {
   requests = 0;
@@ -248,12 +292,16 @@ class FuzzedApp {
   /** The route templates that gave a 2xx answer: the generators reach past the 404. */
   readonly succeeded = new Set<string>();
   readonly logs = new LogCapture();
-  readonly store = new MemoryProfileStore();
+  readonly rateLimited: boolean;
+  readonly store: ProfileStore;
   expected: Snapshot = { profile: null, etag: '' };
   app!: FastifyInstance;
   port = 0;
 
-  constructor(readonly rateLimited: boolean) {}
+  constructor(readonly options: FuzzedAppOptions = {}) {
+    this.rateLimited = options.rateLimited ?? false;
+    this.store = options.store ?? new MemoryProfileStore();
+  }
 
   async start(): Promise<void> {
     const config = testConfig({
@@ -262,6 +310,7 @@ class FuzzedApp {
       rateLimitMax: this.rateLimited ? RATE_LIMIT_MAX : 0,
       // With rate limiting on, X-Forwarded-For names the client (the connection when it names no IP address).
       trustProxy: this.rateLimited,
+      ...this.options.overrides,
     });
     this.app = await buildApp(config, { logStream: this.logs, profileStore: this.store });
     this.app.addHook('onResponse', async (request, reply) => {
@@ -290,8 +339,11 @@ class FuzzedApp {
 
   async inject(generated: FuzzRequest): Promise<void> {
     // app.inject takes only the methods Node knows, in upper or lower case, and no empty URL; the
-    // wire takes any token and any target.
-    if (!INJECTABLE_METHODS.has(generated.method) || generated.path === '') return this.socket(generated, []);
+    // wire takes any token and any target. A broken connection needs a connection: those go over the wire too.
+    const connectionFault = header(generated, 'x-fault-connection').length > 0;
+    if (!INJECTABLE_METHODS.has(generated.method) || generated.path === '' || connectionFault) {
+      return this.socket(generated, []);
+    }
     const request = this.prepared(generated);
     const res = await this.app.inject({
       method: request.method as 'GET',
@@ -318,9 +370,24 @@ class FuzzedApp {
       '',
     ].join('\r\n');
     const bytes = Buffer.concat([Buffer.from(head, 'utf8'), request.body ?? Buffer.alloc(0)]);
-    const answer = await exchange(this.port, bytes);
-    assert.ok(answer !== '', `no answer to ${JSON.stringify(head)}`);
-    await this.check({ ...request, headers: [...request.headers, ...rawHeaders] }, parseRawResponse(answer));
+    const sent = { ...request, headers: [...request.headers, ...rawHeaders] };
+    const connectionFault = header(sent, 'x-fault-connection').length > 0;
+    const answer = await exchange(this.port, bytes, this.options.tls ?? false).catch((error: unknown) => {
+      if (connectionFault) return null;
+      throw error;
+    });
+    if (connectionFault && (answer === null || brokenOnPurpose(answer))) return this.broken();
+    assert.ok(answer !== null && answer !== '', `no answer to ${JSON.stringify(head)}`);
+    await this.check(sent, parseRawResponse(answer));
+  }
+
+  /**
+   * A connection broken on purpose (`x-fault-connection`), once the request was served: nothing to
+   * check of the answer, and a write may have been made, which the profile expected follows.
+   */
+  async broken(): Promise<void> {
+    this.requests++;
+    this.expected = await this.stored();
   }
 
   /** Every invariant, for each response, whichever way it was sent. */
@@ -328,7 +395,7 @@ class FuzzedApp {
     this.requests++;
     this.statuses.set(res.status, (this.statuses.get(res.status) ?? 0) + 1);
     const context = `${describeRequest(request)} → ${res.status} ${abridged(res.text, 300)}`;
-    assert.ok(res.status < 500, `a ${res.status}: ${context}`);
+    assert.ok(res.status < 500 || injectedAbort(res), `a ${res.status}: ${context}`);
     // The OpenAPI document describes every answer, whatever was sent.
     const sent = {
       method: request.method,
@@ -336,7 +403,9 @@ class FuzzedApp {
       headers: Object.fromEntries(request.headers),
       injected,
     };
-    assert.deepEqual((await conformanceOf(this.app)).problems(sent, res), [], context);
+    // An injected status is the envelope of that status, or the status alone, with the route's own
+    // headers: the document describes it as its default response, not as the operation's own of that status.
+    if (!injectedAbort(res)) assert.deepEqual((await conformanceOf(this.app)).problems(sent, res), [], context);
     const id = res.headers['x-request-id'];
     assert.ok(typeof id === 'string' && SAFE_REQUEST_ID.test(id), `X-Request-Id ${String(id)}: ${context}`);
     const sentIds = header(request, 'x-request-id');
@@ -368,11 +437,20 @@ class FuzzedApp {
   }
 }
 
+/** An answer cut short or replaced on purpose: nothing, bytes that are no HTTP, or a head naming the fault. */
+function brokenOnPurpose(answer: string): boolean {
+  const head = answer.split('\r\n\r\n', 1)[0] ?? '';
+  return !answer.startsWith('HTTP/1.1 ') || /^x-fault-injected:.*\b(reset|empty|truncate|malformed)\b/im.test(head);
+}
+
 /** Writes raw bytes and reads until the server closes: the answer, even if the server closed before reading all. */
-function exchange(port: number, bytes: Buffer): Promise<string> {
+function exchange(port: number, bytes: Buffer, tls = false): Promise<string> {
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
-    const socket = connect(port, '127.0.0.1', () => socket.write(bytes));
+    const send = () => socket.write(bytes);
+    const socket: Socket = tls
+      ? connectTls({ port, host: '127.0.0.1', rejectUnauthorized: false }, send)
+      : connect(port, '127.0.0.1', send);
     socket.setTimeout(10_000, () => socket.destroy(new Error('no answer within 10 s')));
     socket.on('data', (chunk: Buffer) => chunks.push(chunk));
     socket.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
@@ -387,7 +465,7 @@ function exchange(port: number, bytes: Buffer): Promise<string> {
 
 describe('fuzz: every route, random requests', () => {
   const builtIns = snapshotBuiltIns();
-  const fuzzed = new FuzzedApp(false);
+  const fuzzed = new FuzzedApp();
   before(() => fuzzed.start());
   after(() => fuzzed.app.close());
 
@@ -427,7 +505,7 @@ describe('fuzz: every route, random requests', () => {
 });
 
 describe('fuzz: rate limiting on', () => {
-  const fuzzed = new FuzzedApp(true);
+  const fuzzed = new FuzzedApp({ rateLimited: true });
   before(() => fuzzed.start());
   after(() => fuzzed.app.close());
 
@@ -439,4 +517,129 @@ describe('fuzz: rate limiting on', () => {
     assert.deepEqual(fuzzed.errorLines(), []);
     assert.ok(fuzzed.statuses.has(429), 'the rate limit was reached');
   });
+});
+
+/** An optional feature the fuzz runs under too: what it needs started, and the app's options with it on. */
+interface Feature {
+  name: string;
+  skip?: string | false;
+  /** What the requests are: the default ones, or some of the feature's own among them. */
+  requests: fc.Arbitrary<FuzzRequest>;
+  /** Starts what the feature needs; answers the app's options and how to let go of it all afterwards. */
+  /** `check`, if any, runs once the app has closed. */
+  setUp(): Promise<{ options: FuzzedAppOptions; check?(): void; tearDown(): Promise<void> }>;
+}
+
+const nothingToTearDown = async () => {};
+
+const FEATURES: Feature[] = [
+  {
+    name: 'FAULT_ERROR_RATE and FAULT_DELAY_RATE',
+    requests: fuzzRequest,
+    setUp: async () => ({
+      options: { overrides: { faultErrorRate: 0.1, faultDelayRate: 0.1, faultDelayMs: { min: 0, max: 2 } } },
+      tearDown: nothingToTearDown,
+    }),
+  },
+  {
+    name: 'FAULT_HEADERS, most requests asking for faults',
+    requests: fc.oneof({ arbitrary: fuzzRequest, weight: 1 }, { arbitrary: fuzzRequestWithFaults, weight: 3 }),
+    setUp: async () => ({ options: { overrides: { faultHeaders: true } }, tearDown: nothingToTearDown }),
+  },
+  {
+    name: 'spans exported to an OTLP receiver',
+    requests: fuzzRequest,
+    async setUp() {
+      const receiver = await OtlpReceiver.start();
+      return {
+        options: { overrides: { otelExporterOtlpEndpoint: receiver.url } },
+        // The app's close flushed its spans: the export worked all along.
+        check: () => assert.ok(receiver.spans.length > 0, 'no span reached the receiver'),
+        tearDown: () => receiver.close(),
+      };
+    },
+  },
+  {
+    name: 'Redis: the profile and the rate limit in it',
+    skip: REDIS_SERVER_MISSING && REDIS_SKIP_REASON,
+    requests: fuzzRequest,
+    async setUp() {
+      const redis = await RedisServer.start();
+      const { RedisConnection } = await import('../src/stores/redis-connection.js');
+      const { RedisProfileStore } = await import('../src/stores/redis-profile.js');
+      const connection = new RedisConnection({
+        settings: { ...DEFAULT_CONFIG, redisUrl: redis.url },
+        log: pino({ level: 'silent' }),
+      });
+      while ((await connection.unavailableReason()) !== null) await new Promise((resolve) => setTimeout(resolve, 20));
+      return {
+        options: { rateLimited: true, overrides: { redisUrl: redis.url }, store: new RedisProfileStore(connection) },
+        async tearDown() {
+          await connection.close();
+          await redis.kill();
+        },
+      };
+    },
+  },
+  {
+    name: 'HTTP2 (h2c beside HTTP/1.1)',
+    requests: fuzzRequest,
+    setUp: async () => ({ options: { overrides: { http2: true } }, tearDown: nothingToTearDown }),
+  },
+  {
+    name: 'TLS, with HTTP2',
+    skip: OPENSSL_MISSING && OPENSSL_SKIP_REASON,
+    requests: fuzzRequest,
+    async setUp() {
+      const files = makeTlsFiles();
+      return {
+        options: {
+          tls: true,
+          overrides: { tlsCertFile: files.serverCert, tlsKeyFile: files.serverKey, http2: true },
+        },
+        tearDown: async () => files.remove(),
+      };
+    },
+  },
+  {
+    name: 'ADMIN_TOKEN_FILE: the readiness switch, never with its token',
+    requests: fc.oneof({ arbitrary: fuzzRequest, weight: 3 }, { arbitrary: adminRequest, weight: 1 }),
+    async setUp() {
+      const dir = await mkdtemp(join(tmpdir(), 'fuzz-admin-'));
+      const tokenFile = join(dir, 'token');
+      await writeFile(tokenFile, `${randomBytes(24).toString('base64url')}\n`);
+      return {
+        options: { overrides: { adminTokenFile: tokenFile } },
+        tearDown: () => rm(dir, { recursive: true, force: true }),
+      };
+    },
+  },
+];
+
+describe(`fuzz: under each optional feature, ${FEATURE_RUNS} requests each`, () => {
+  for (const feature of FEATURES) {
+    it(feature.name, { skip: feature.skip ?? false }, async () => {
+      const { options, check, tearDown } = await feature.setUp();
+      const fuzzed = new FuzzedApp(options);
+      await fuzzed.start();
+      try {
+        const socketRuns = Math.ceil(FEATURE_RUNS / 4);
+        await fc.assert(
+          fc.asyncProperty(feature.requests, (request) => fuzzed.inject(request)),
+          { seed: SEED, numRuns: FEATURE_RUNS - socketRuns, includeErrorInReport: true },
+        );
+        await fc.assert(
+          fc.asyncProperty(feature.requests, rawHeaders, (request, raw) => fuzzed.socket(request, raw)),
+          { seed: SEED, numRuns: socketRuns, includeErrorInReport: true },
+        );
+        assert.ok(fuzzed.requests >= FEATURE_RUNS, `${fuzzed.requests} requests`);
+        assert.deepEqual(fuzzed.errorLines(), []);
+        await fuzzed.app.close();
+        check?.();
+      } finally {
+        await fuzzed.app.close();
+        await tearDown();
+      }
+    });
+  }
 });

@@ -1,8 +1,9 @@
 import assert from 'node:assert/strict';
 import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http';
 import { type ClientHttp2Session, connect as connectHttp2, type IncomingHttpStatusHeader } from 'node:http2';
-import { connect } from 'node:net';
+import { connect, type Socket } from 'node:net';
 import { Writable } from 'node:stream';
+import { connect as connectTls } from 'node:tls';
 import type { FastifyInstance } from 'fastify';
 import { request as httpRequest } from 'undici';
 import { type AppOptions, buildApp } from '../src/app.js';
@@ -243,10 +244,17 @@ export function samples(text: string, name: string): Map<string, number> {
   return found;
 }
 
-/** Writes raw bytes to a listening server and reads until the server closes the connection. */
-export function rawExchange(port: number, bytes: string): Promise<string> {
+/** Connects to a port of this machine, over TLS (any certificate) with `tls`, and calls `connected` once it can write. */
+export function connectLocal(port: number, tls: boolean, connected: () => void): Socket {
+  return tls
+    ? connectTls({ port, host: '127.0.0.1', rejectUnauthorized: false }, connected)
+    : connect(port, '127.0.0.1', connected);
+}
+
+/** Writes raw bytes to a listening server (over TLS with `tls`) and reads until the server closes the connection. */
+export function rawExchange(port: number, bytes: string, tls = false): Promise<string> {
   return new Promise((resolve, reject) => {
-    const socket = connect(port, '127.0.0.1', () => socket.write(bytes));
+    const socket = connectLocal(port, tls, () => socket.write(bytes));
     let data = '';
     socket.setEncoding('utf8');
     socket.on('data', (chunk) => {

@@ -1,15 +1,19 @@
 import assert from 'node:assert/strict';
-import { mkdtemp } from 'node:fs/promises';
+import { randomBytes } from 'node:crypto';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { request as httpRequest } from 'node:http';
 import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { after, before, describe, it } from 'node:test';
-import { assertEnvelope, parseRawResponse } from './helpers.js';
+import { assertEnvelope, parseRawResponse, rawExchange } from './helpers.js';
 import { assertNormalLatency, type Latency, measureLatency } from './latency.js';
 import { slowClient } from './raw-http.js';
-import { exitOf, killAllServers, type RunningServer, readLog, startServer } from './server-process.js';
+import { REDIS_SERVER_MISSING, REDIS_SKIP_REASON, RedisServer } from './redis-server.js';
+import { exitOf, killAllServers, type RunningServer, readLog, startServer, withTimeout } from './server-process.js';
+import { makeTlsFiles, OPENSSL_MISSING, OPENSSL_SKIP_REASON } from './tls-files.js';
+import { OtlpReceiver } from './tracing/otlp-receiver.js';
 
 /**
  * Clients that try to wear the service down by being slow, idle or oversized, against the built
@@ -265,4 +269,221 @@ describe('a body far over the limit, against the server process', () => {
     const body = Buffer.alloc(16 * 1024 * 1024, 'x');
     for (let i = 0; i < 20; i += 1) assert.equal(await sendWhole(body), 413);
   });
+});
+
+/** An optional feature of the service: the settings that turn it on, and what it needs started. */
+interface Feature {
+  name: string;
+  skip?: string | false;
+  /** Requests and raw requests over TLS. */
+  tls?: boolean;
+  /** Requests of its own among the attacks: each must get an answer with one of `statuses`, or a broken connection if `broken`. */
+  requests?: { bytes: string; statuses: number[]; broken?: boolean }[];
+  /** `check`, if any, runs once the process has exited. */
+  setUp(): Promise<{ env: Record<string, string>; check?(): void; tearDown(): Promise<void> }>;
+}
+
+const nothingToTearDown = async () => {};
+
+/** Paths that are not valid percent-encoded UTF-8: refused before routing, before any hook. */
+const BADLY_ENCODED_PATHS = ['/api/hello/%ED%A0%80', '/api/hello/%C0%AF', '/%FF', '/api/currencies/%E2%82'];
+
+const FEATURES: Feature[] = [
+  {
+    name: 'FAULT_ERROR_RATE and FAULT_DELAY_RATE',
+    setUp: async () => ({
+      env: { FAULT_ERROR_RATE: '0.5', FAULT_DELAY_RATE: '0.5', FAULT_DELAY_MS: '1-5' },
+      tearDown: nothingToTearDown,
+    }),
+  },
+  {
+    name: 'FAULT_HEADERS',
+    requests: [
+      ...['reset', 'empty', 'truncate', 'malformed'].map((kind) => ({
+        bytes: `GET /api/hello HTTP/1.1\r\nHost: x\r\nx-fault-connection: ${kind}\r\nConnection: close\r\n\r\n`,
+        statuses: [200],
+        broken: true,
+      })),
+      {
+        bytes:
+          'GET /api/hello/%ED%A0%80 HTTP/1.1\r\nHost: x\r\nx-envoy-fault-abort-request: 599\r\nx-fault-connection: reset\r\nConnection: close\r\n\r\n',
+        statuses: [400],
+      },
+      {
+        bytes:
+          'GET /api/hello HTTP/1.1\r\nHost: x\r\nx-envoy-fault-delay-request: 20\r\nx-envoy-fault-abort-request: 599\r\nConnection: close\r\n\r\n',
+        statuses: [599],
+      },
+    ],
+    setUp: async () => ({ env: { FAULT_HEADERS: 'true' }, tearDown: nothingToTearDown }),
+  },
+  {
+    name: 'spans exported to an OTLP receiver',
+    async setUp() {
+      const receiver = await OtlpReceiver.start();
+      return {
+        env: { OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url },
+        // Flushed at the exit: the export went on through the attacks.
+        check: () => assert.ok(receiver.spans.length > 0, 'no span reached the receiver'),
+        tearDown: () => receiver.close(),
+      };
+    },
+  },
+  {
+    name: 'Redis',
+    skip: REDIS_SERVER_MISSING && REDIS_SKIP_REASON,
+    async setUp() {
+      const redis = await RedisServer.start();
+      return { env: { REDIS_URL: redis.url }, tearDown: () => redis.kill() };
+    },
+  },
+  {
+    name: 'HTTP2 (h2c beside HTTP/1.1)',
+    requests: [
+      // The HTTP/2 preface, then garbage where its frames belong.
+      { bytes: `PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n${'\u0000'.repeat(9)}garbage`, statuses: [], broken: true },
+    ],
+    setUp: async () => ({ env: { HTTP2: 'true' }, tearDown: nothingToTearDown }),
+  },
+  {
+    name: 'TLS, with HTTP2',
+    skip: OPENSSL_MISSING && OPENSSL_SKIP_REASON,
+    tls: true,
+    async setUp() {
+      const files = makeTlsFiles();
+      return {
+        env: { TLS_CERT_FILE: files.serverCert, TLS_KEY_FILE: files.serverKey, HTTP2: 'true' },
+        tearDown: async () => files.remove(),
+      };
+    },
+  },
+  {
+    name: 'ADMIN_TOKEN_FILE',
+    requests: ['', 'Authorization: Bearer wrong\r\n', `Authorization: Bearer ${'A'.repeat(8_000)}\r\n`].map(
+      (authorization) => ({
+        bytes: `POST /readyz/disable HTTP/1.1\r\nHost: x\r\n${authorization}Connection: close\r\n\r\n`,
+        statuses: [401],
+      }),
+    ),
+    async setUp() {
+      const dir = await mkdtemp(join(tmpdir(), 'hostile-admin-'));
+      const tokenFile = join(dir, 'token');
+      await writeFile(tokenFile, `${randomBytes(24).toString('base64url')}\n`);
+      return { env: { ADMIN_TOKEN_FILE: tokenFile }, tearDown: () => rm(dir, { recursive: true, force: true }) };
+    },
+  },
+];
+
+/** A request's answer, or null for a connection the server broke (reset) before answering. */
+function answerOrBroken(port: number, bytes: string, tls: boolean): Promise<string | null> {
+  return rawExchange(port, bytes, tls).catch((error: NodeJS.ErrnoException) => {
+    if (error.code === 'ECONNRESET') return null;
+    throw error;
+  });
+}
+
+describe('hostile clients under each optional feature, against the server process', () => {
+  // Shorter still than above: each feature's attacks take a few seconds.
+  const FEATURE_HEADERS_TIMEOUT_MS = 1_000;
+  const FEATURE_REQUEST_TIMEOUT_MS = 1_500;
+  const SLOW_CLIENTS = 5;
+  after(() => killAllServers());
+
+  for (const feature of FEATURES) {
+    it(`${feature.name}: every attack cut off or answered, nothing logged at error level, SIGTERM exits 0`, {
+      skip: feature.skip ?? false,
+    }, async () => {
+      const tls = feature.tls ?? false;
+      const { env, check, tearDown } = await feature.setUp();
+      try {
+        const server = await startServer({
+          ...env,
+          HEADERS_TIMEOUT_MS: String(FEATURE_HEADERS_TIMEOUT_MS),
+          REQUEST_TIMEOUT_MS: String(FEATURE_REQUEST_TIMEOUT_MS),
+          KEEP_ALIVE_TIMEOUT_MS: '1000',
+          RATE_LIMIT_MAX: '0',
+        });
+        const { port } = server;
+        const slowHeaders = Array.from({ length: SLOW_CLIENTS }, () =>
+          slowClient(port, 'GET /api/hello HTTP/1.1\r\n', `Host: x\r\nX-Slow: ${'s'.repeat(40)}\r\n\r\n`, 200, tls),
+        );
+        const body = '{"slow":"ssssssssssssssssssss"}';
+        const slowBodies = Array.from({ length: SLOW_CLIENTS }, () =>
+          slowClient(
+            port,
+            `PUT /api/profile HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n`,
+            body,
+            200,
+            tls,
+          ),
+        );
+        const silent = Array.from({ length: 20 }, () => slowClient(port, '', '', 1_000, tls));
+        const close = 'Connection: close\r\n\r\n';
+        const refused: [string, number, string, unknown[]?][] = [
+          ...BADLY_ENCODED_PATHS.map((path): [string, number, string, unknown[]] => [
+            `GET ${path} HTTP/1.1\r\nHost: x\r\n${close}`,
+            400,
+            'VALIDATION_ERROR',
+            [{ field: 'path', message: 'must be valid percent-encoded UTF-8', value: path }],
+          ]),
+          [
+            `POST /api/echo HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\nContent-Length: 2\r\n${close}`,
+            400,
+            'BAD_REQUEST',
+          ],
+          ['GARBAGE\r\n\r\n', 400, 'BAD_REQUEST'],
+          [
+            `GET /api/hello HTTP/1.1\r\nHost: x\r\nX-Big: ${'b'.repeat(20_000)}\r\n${close}`,
+            431,
+            'REQUEST_HEADER_FIELDS_TOO_LARGE',
+          ],
+          ['CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n', 405, 'METHOD_NOT_ALLOWED'],
+        ];
+        const [headerResults, bodyResults, silentResults, refusedAnswers, ownAnswers] = await Promise.all([
+          Promise.all(slowHeaders),
+          Promise.all(slowBodies),
+          Promise.all(silent),
+          Promise.all(refused.map(([bytes]) => answerOrBroken(port, bytes, tls))),
+          Promise.all((feature.requests ?? []).map(({ bytes }) => answerOrBroken(port, bytes, tls))),
+        ]);
+        for (const { response } of [...headerResults, ...silentResults]) assertCutOff(response, 408, 'REQUEST_TIMEOUT');
+        for (const { response } of bodyResults) {
+          // Fault injection may answer a request before its body is read; the body still stalls, to its 408.
+          const injected = /^x-fault-injected:.*\babort\b/im.test(response.split('\r\n\r\n', 1)[0] ?? '');
+          if (!injected) assertCutOff(response, 408, 'REQUEST_TIMEOUT');
+          else assert.match(response, /HTTP\/1\.1 408 Request Timeout\r\n/);
+        }
+        refused.forEach(([bytes, status, code, details = []], i) => {
+          const answer = refusedAnswers[i];
+          // A 431's answer may be lost to the reset of the unread flood.
+          if (answer === null && status === 431) return;
+          assert.ok(answer !== null && answer !== undefined, `no answer to ${bytes.slice(0, 60)}`);
+          assertEnvelope(parseRawResponse(answer), status, code, details);
+        });
+        (feature.requests ?? []).forEach(({ bytes, statuses, broken }, i) => {
+          const answer = ownAnswers[i] ?? null;
+          const status = answer === null ? null : parseRawResponse(answer).status;
+          const ok =
+            (status !== null && statuses.includes(status)) || (broken === true && !answer?.startsWith('HTTP/1.1 2'));
+          assert.ok(ok, `${JSON.stringify(bytes.slice(0, 80))} → ${JSON.stringify(answer?.slice(0, 200))}`);
+        });
+        const health = await rawExchange(port, `GET /healthz HTTP/1.1\r\nHost: x\r\n${close}`, tls);
+        assert.equal(parseRawResponse(health).status, 200);
+        assert.equal(server.child.exitCode, null, server.stderr());
+        server.child.kill('SIGTERM');
+        assert.deepEqual(
+          exitOf(await withTimeout(server.exited, 10_000, 'exit')),
+          { code: 0, signal: null },
+          server.stderr(),
+        );
+        assert.deepEqual(
+          server.lines.filter((line) => Number(line.level) >= 50),
+          [],
+        );
+        check?.();
+      } finally {
+        await tearDown();
+      }
+    });
+  }
 });

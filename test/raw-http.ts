@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { connect, type Socket } from 'node:net';
 import { performance } from 'node:perf_hooks';
+import { connectLocal } from './helpers.js';
 
 // Raw HTTP/1.1 over a socket, for requests held half-sent, pipelining and hostile clients.
 
@@ -112,14 +113,15 @@ export function connectTo(port: number): Promise<Socket> {
 }
 
 /**
- * Opens a connection and writes `head` at once, then one byte of `dribble` every `everyMs`,
- * until the server ends the connection. Resolves with what the server sent and when it ended.
+ * Opens a connection (over TLS with `tls`) and writes `head` at once, then one byte of `dribble`
+ * every `everyMs`, until the server ends the connection. Resolves with what the server sent and when it ended.
  */
 export function slowClient(
   port: number,
   head: string,
   dribble: string,
   everyMs: number,
+  tls = false,
 ): Promise<{ response: string; elapsedMs: number }> {
   return new Promise((resolve, reject) => {
     const started = Date.now();
@@ -128,7 +130,7 @@ export function slowClient(
     let timer: NodeJS.Timeout | undefined;
     // The dribble starts once the head is written: a timer started before the connection is
     // up could put a byte of it ahead of the head on a busy machine.
-    const socket = connect(port, '127.0.0.1', () => {
+    const socket = connectLocal(port, tls, () => {
       socket.write(head);
       timer = setInterval(() => {
         if (sent < dribble.length && socket.writable) socket.write(dribble[sent++] ?? '');

@@ -2,7 +2,11 @@ import assert from 'node:assert/strict';
 import { after, before, beforeEach, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
-import type { Config } from '../src/config.js';
+import { pino } from 'pino';
+import { type Config, DEFAULT_CONFIG } from '../src/config.js';
+import type { ProfileStore } from '../src/stores/profile.js';
+import { RedisConnection } from '../src/stores/redis-connection.js';
+import { RedisProfileStore } from '../src/stores/redis-profile.js';
 import { assertEnvelope, type Client, httpClient, LogCapture, type TestResponse } from './helpers.js';
 import { REDIS_SERVER_MISSING, REDIS_SKIP_REASON, RedisServer } from './redis-server.js';
 
@@ -265,6 +269,66 @@ describe('several instances sharing one Redis', { skip: REDIS_SERVER_MISSING && 
     }
     await Promise.all([untilReady(a.client), untilReady(b.client)]);
     assert.equal((await b.client.send({ path: '/api/profile' })).status, 200);
+  });
+
+  it('eight If-Match writes whose compare-and-set Redis gets only once stopped: each 503, none made once it resumes; the retry is 200', async () => {
+    // The instance's profile store, with Redis stopped once all eight writes have read the profile
+    // and are about to send their compare-and-set: each then waits past the timeout, and Redis
+    // runs it only when resumed.
+    const connection = new RedisConnection({
+      settings: { ...DEFAULT_CONFIG, redisUrl: server.url, redisTimeoutMs: TIMEOUT_MS },
+      log: pino({ level: 'silent' }),
+    });
+    const store = new RedisProfileStore(connection);
+    /** Whether the writes stop Redis under them. */
+    let stopping = false;
+    let arrived = 0;
+    const stalling: ProfileStore = {
+      get: () => store.get(),
+      async compareAndSet(version, next) {
+        if (!stopping) return store.compareAndSet(version, next);
+        arrived += 1;
+        if (arrived === 8) {
+          server.pause();
+          await sleep(50); // stopped for sure before anything is sent
+        }
+        while (arrived < 8) await sleep(1);
+        return store.compareAndSet(version, next);
+      },
+    };
+    const writer = await httpClient({ redisUrl: server.url, redisTimeoutMs: TIMEOUT_MS }, { profileStore: stalling });
+    try {
+      for (let stall = 1; stall <= 3; stall++) {
+        await untilReady(writer);
+        while ((await connection.unavailableReason()) !== null) await sleep(20);
+        const before = await writer.send({ path: '/api/profile' });
+        const ifMatch = String(before.headers.etag);
+        arrived = 0;
+        stopping = true;
+        let writes: TestResponse[];
+        try {
+          writes = await Promise.all(
+            Array.from({ length: 8 }, (_, i) =>
+              writeProfile(writer, 'PUT', { bio: `stall ${stall}, writer ${i}` }, { 'if-match': ifMatch }),
+            ),
+          );
+        } finally {
+          stopping = false;
+          server.resume();
+        }
+        for (const res of writes) assertStoreUnavailable(res);
+        await untilReady(a.client);
+        const after = await a.client.send({ path: '/api/profile' });
+        assert.deepEqual(after.json(), before.json(), `stall ${stall}`);
+        assert.equal(after.headers.etag, ifMatch);
+        // A writer tries again with the same If-Match, and finds no write of its own in the way.
+        const retry = await writeProfile(a.client, 'PUT', { bio: `stall ${stall}, retried` }, { 'if-match': ifMatch });
+        assert.equal(retry.status, 200, retry.text);
+      }
+    } finally {
+      await writer.close();
+      await connection.close();
+    }
   });
 
   it('Redis unreachable at start: the service starts, /readyz 503 saying why; Redis started: ready', async () => {

@@ -21,8 +21,8 @@ import { StoreUnavailableError } from '../stores/availability.js';
 
 declare module 'fastify' {
   interface FastifyRequest {
-    /** The unexpected error behind a 500, kept for the request's log line. */
-    failure: Error | null;
+    /** The unexpected error behind a 500, kept for the request's log line; absent if refused before routing. */
+    failure?: Error | null;
   }
 }
 

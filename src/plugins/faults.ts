@@ -31,8 +31,8 @@ import type { RequestLog } from '../logging/request-log.js';
 
 declare module 'fastify' {
   interface FastifyRequest {
-    /** The faults planned for this request and those injected so far; null for none. */
-    faults: { plan: FaultPlan; injected: FaultKind[] } | null;
+    /** The faults planned for this request and those injected so far; null for none, absent if refused before routing. */
+    faults?: { plan: FaultPlan; injected: FaultKind[] } | null;
   }
 }
 
@@ -120,7 +120,7 @@ export const faultsPlugin = fp(
     if (settings.headers) for (const kind of FAULT_KINDS) counter?.labels(kind, 'headers').inc(0);
 
     app.decorateRequest('faults', null);
-    requestLog.faultsOf((request) => (request.faults === null ? null : request.faults.injected.join(',')));
+    requestLog.faultsOf((request) => request.faults?.injected.join(',') ?? null);
 
     /** Counts a fault, and names it in the log line and the answer. */
     const injected = (request: FastifyRequest, reply: FastifyReply, kind: FaultKind, source: FaultSource): void => {

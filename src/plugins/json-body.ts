@@ -5,8 +5,8 @@ import { apiError, malformedJson } from '../errors.js';
 
 declare module 'fastify' {
   interface FastifyRequest {
-    /** The body's JSON text, kept only for routes whose config sets `rawJson: true`. */
-    rawJson: string | null;
+    /** The body's JSON text, kept only for routes whose config sets `rawJson: true`; absent if refused before routing. */
+    rawJson?: string | null;
   }
   interface FastifyContextConfig {
     rawJson?: boolean;

@@ -19,10 +19,10 @@ import { withRedisSpans } from '../tracing/redis-spans.js';
 
 declare module 'fastify' {
   interface FastifyRequest {
-    /** The service's span of this request, while spans are exported; null before it begins. */
-    span: Span | null;
-    /** The context its work runs in, Redis commands included; null unless the span records. */
-    traceContext: Context | null;
+    /** The service's span of this request, while spans are exported; null before it begins, absent if refused before routing. */
+    span?: Span | null;
+    /** The context its work runs in, Redis commands included; null unless the span records, absent if refused before routing. */
+    traceContext?: Context | null;
   }
 }
 
@@ -137,7 +137,7 @@ export const tracingPlugin = fp(
     app.addHook('onRoute', (route) => {
       const handler = route.handler;
       route.handler = function (this: FastifyInstance, request, reply) {
-        const traced = request.traceContext;
+        const traced = request.traceContext ?? null;
         return traced === null
           ? handler.call(this, request, reply)
           : context.with(traced, handler, this, request, reply);

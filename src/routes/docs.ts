@@ -86,7 +86,7 @@ export async function docsRoutes(app: FastifyInstance, { contextPath, errors }: 
     await served.register(errors);
     served.addHook('onSend', async (request) => {
       const outer = forwarded.get(request.raw);
-      if (outer !== undefined && request.failure !== null) outer.failure = request.failure;
+      if (outer !== undefined && request.failure != null) outer.failure = request.failure;
     });
     // Not `prefix`, which Fastify would take as the routes' prefix: the context path is given whole.
     await served.register(swaggerUiPage, { base: prefix, openapi: () => app.openapi() });

@@ -75,7 +75,8 @@ function isTooFewReplicas(error: unknown): boolean {
  */
 export class RedisConnection implements StoreHealth {
   readonly client: RedisClient;
-  readonly #timeoutMs: number;
+  /** REDIS_TIMEOUT_MS: how long a command may take before the client gives up on it. */
+  readonly timeoutMs: number;
   readonly #log: FastifyBaseLogger;
   readonly #tls: boolean;
   /** Every password the client was given: never repeated in a reason. */
@@ -112,7 +113,7 @@ export class RedisConnection implements StoreHealth {
   #full = false;
 
   constructor({ settings, minReplicasAck = 0, log }: RedisConnectionOptions) {
-    this.#timeoutMs = settings.redisTimeoutMs;
+    this.timeoutMs = settings.redisTimeoutMs;
     this.#log = log;
     this.#tls = redisTlsOn(settings);
     const addresses = settings.redisSentinels ?? settings.redisClusterNodes;
@@ -222,7 +223,7 @@ export class RedisConnection implements StoreHealth {
     write(pipeline);
     let results: [Error | null, unknown][] | null;
     try {
-      results = await pipeline.wait(this.#minReplicasAck, this.#timeoutMs).exec();
+      results = await pipeline.wait(this.#minReplicasAck, this.timeoutMs).exec();
     } catch (error) {
       throw new StoreUnavailableError(this.#commandReason(error as Error).text, { cause: error });
     }
@@ -240,7 +241,7 @@ export class RedisConnection implements StoreHealth {
     const count = waitError === null ? Number(acknowledged) : 0;
     if (count < this.#minReplicasAck) {
       throw this.#tooFewReplicas(
-        `${count} of ${this.#minReplicasAck} replicas acknowledged the write within ${this.#timeoutMs} ms.`,
+        `${count} of ${this.#minReplicasAck} replicas acknowledged the write within ${this.timeoutMs} ms.`,
         waitError,
       );
     }
@@ -356,7 +357,7 @@ export class RedisConnection implements StoreHealth {
   }
 
   #reasonOf(error: Error): Reason {
-    return error instanceof RedisStateError ? error.reason : reasonOf(error, this.#timeoutMs, this.#use);
+    return error instanceof RedisStateError ? error.reason : reasonOf(error, this.timeoutMs, this.#use);
   }
 
   /** A connection's failure, as ioredis reports it. */

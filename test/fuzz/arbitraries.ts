@@ -672,3 +672,80 @@ export function describeRequest(request: FuzzRequest): string {
 function described(request: FuzzRequest): FuzzRequest {
   return Object.defineProperty(request, fc.toStringMethod, { value: () => describeRequest(request) });
 }
+
+/**
+ * The headers that ask for faults (Envoy's and `x-fault-connection`), for a service run with
+ * FAULT_HEADERS: statuses of every class and none, short delays (the longest ones would only slow
+ * the run), fast paces, percentages, each kind of broken connection, and text where numbers belong.
+ */
+export const faultHeader: fc.Arbitrary<[string, string]> = fc.oneof(
+  fc
+    .oneof(
+      fc.integer({ min: 200, max: 599 }).map(String),
+      fc.constantFrom('0', '199', '600', '-503', '503.5', ' 503', '503abc', '', 'abc', '99999999999999999999'),
+    )
+    .map((value): [string, string] => ['x-envoy-fault-abort-request', value]),
+  fc
+    .oneof(fc.integer({ min: 0, max: 3 }).map(String), fc.constantFrom('-1', '1.5', 'x', '60001', ''))
+    .map((value): [string, string] => ['x-envoy-fault-delay-request', value]),
+  fc
+    .oneof(fc.integer({ min: 4096, max: 1_000_000 }).map(String), fc.constantFrom('0', '-1', 'fast', ''))
+    .map((value): [string, string] => ['x-envoy-fault-throughput-response', value]),
+  fc
+    .tuple(
+      fc.constantFrom(
+        'x-envoy-fault-abort-request-percentage',
+        'x-envoy-fault-delay-request-percentage',
+        'x-envoy-fault-throughput-response-percentage',
+      ),
+      fc.oneof(fc.integer({ min: 0, max: 150 }).map(String), fc.constantFrom('-5', '50.5', 'half', '')),
+    )
+    .map(([name, value]): [string, string] => [name, value]),
+  fc
+    .constantFrom('reset', 'empty', 'truncate', 'malformed', 'RESET', 'other', '')
+    .map((value): [string, string] => ['x-fault-connection', value]),
+);
+
+/** A fuzz request with fault headers of its own. */
+export const fuzzRequestWithFaults: fc.Arbitrary<FuzzRequest> = fc
+  .tuple(fuzzRequest, fc.array(faultHeader, { minLength: 1, maxLength: 3 }))
+  .map(([request, faults]) => described({ ...request, headers: [...request.headers, ...faults] }));
+
+/**
+ * Requests for the readiness switch of a service run with ADMIN_TOKEN_FILE, any method and path
+ * spelling, with credentials that are never its token: missing, of another scheme, empty, of odd
+ * characters or very long.
+ */
+export const adminRequest: fc.Arbitrary<FuzzRequest> = fc
+  .tuple(
+    fc.constantFrom('POST', 'POST', 'GET', 'PUT', 'DELETE', 'OPTIONS', 'HEAD'),
+    fc.constantFrom('/readyz/disable', '/readyz/enable', '/readyz/disable/', '/READYZ/disable', '/readyz/%64isable'),
+    fc.option(
+      fc.oneof(
+        fc.constantFrom(
+          'Bearer',
+          'Bearer ',
+          'bearer x',
+          'Basic dXNlcjpwYXNz',
+          'Bearer a b',
+          `Bearer ${'A'.repeat(10_000)}`,
+        ),
+        fc.string({ maxLength: 40 }).map((token) => `Bearer ${token}`),
+        anyText,
+      ),
+      { nil: null },
+    ),
+    fc.option(headerEntry, { nil: null }),
+  )
+  .map(([method, path, authorization, extra]) =>
+    described({
+      method,
+      path,
+      query: '',
+      headers: [
+        ...(authorization === null ? [] : [['authorization', authorization] as [string, string]]),
+        ...(extra === null ? [] : [extra]),
+      ].map(([name, value]): [string, string] => [name, wireSafe(value)]),
+      body: undefined,
+    }),
+  );

@@ -775,6 +775,59 @@ describe('delays longer than REQUEST_TIMEOUT_MS', () => {
   }
 });
 
+/** Paths Fastify refuses before routing, for not being valid percent-encoding of UTF-8: no hook runs for them. */
+const BADLY_ENCODED_PATHS = ['/api/hello/%ED%A0%80', '/api/hello/%C0%AF', '/api/hello/%FF', '/api/currencies/%E2%82'];
+
+function assertBadlyEncoded(res: TestResponse, path: string): void {
+  assertEnvelope(res, 400, 'VALIDATION_ERROR', [
+    { field: 'path', message: 'must be valid percent-encoded UTF-8', value: path },
+  ]);
+}
+
+describe('requests refused before routing, with fault injection on', () => {
+  const settings: [string, Partial<Config>][] = [
+    ['FAULT_ERROR_RATE', { faultErrorRate: 0.01 }],
+    ['FAULT_DELAY_RATE', { faultDelayRate: 0.01, faultDelayMs: { min: 1, max: 2 } }],
+    ['FAULT_HEADERS', { faultHeaders: true }],
+  ];
+  for (const [name, overrides] of settings) {
+    it(`${name}: a 400 for each badly encoded path, its line without a fault, and the service serves on`, async () => {
+      const served = await serve(overrides);
+      try {
+        for (const path of BADLY_ENCODED_PATHS) {
+          const res = await served.send({ path, headers: ALL_FAULT_HEADERS });
+          assertBadlyEncoded(res, path);
+          assert.equal(res.headers['x-fault-injected'], undefined);
+          const line = served.log.lineOf(res.headers['x-request-id']);
+          assert.equal(line.status, 400);
+          assert.equal(line.fault, undefined);
+        }
+        assert.equal((await served.send({ path: '/healthz' })).status, 200);
+      } finally {
+        await served.close();
+      }
+    });
+  }
+
+  it('the built server with FAULT_ERROR_RATE=0.01: answers four badly encoded paths 400, stays up, exits 0 on SIGTERM', async () => {
+    const server = await startServer({ FAULT_ERROR_RATE: '0.01' });
+    const origin = `http://127.0.0.1:${server.port}`;
+    for (const path of BADLY_ENCODED_PATHS) {
+      assertBadlyEncoded(await sendTo(origin, { path }), path);
+    }
+    // A crash would come once the answers were sent, as their lines are written.
+    await server.waitForLog((line) => line.url === BADLY_ENCODED_PATHS.at(-1) && line.status === 400);
+    assert.equal((await sendTo(origin, { path: '/healthz' })).status, 200);
+    assert.equal(server.child.exitCode, null, server.stderr());
+    server.child.kill('SIGTERM');
+    assert.deepEqual(
+      exitOf(await withTimeout(server.exited, 10_000, 'exit')),
+      { code: 0, signal: null },
+      server.stderr(),
+    );
+  });
+});
+
 describe('delays and shutdown: the built server', () => {
   it('a request held past the shutdown is answered by half of SHUTDOWN_TIMEOUT_MS, and the process exits 0', async (t) => {
     const server = await startServer({ FAULT_HEADERS: 'true', SHUTDOWN_TIMEOUT_MS: '3000' });

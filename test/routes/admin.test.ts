@@ -212,6 +212,8 @@ describe('the readiness switch: where it is served', () => {
           '404',
           '405',
           '408',
+          '413',
+          '415',
           '417',
           '431',
           '500',

@@ -310,7 +310,7 @@ describe('Redis in production: TLS and ACLs', {
       assert.equal((await client.send({ path: '/api/profile' })).status, 200);
       assertStoreUnavailable(await client.send(put));
       const reason =
-        /^Redis denied a permission the service needs: (the user may not run HGET \(ERR The user executing the script can't run this command or subcommand script: [0-9a-f]{40}, on @user_script:2\.\)|NOPERM .*'hget' command.*)$/;
+        /^Redis denied a permission the service needs: (the user may not run HGET \(ERR The user executing the script can't run this command or subcommand script: [0-9a-f]{40}, on @user_script:4\.\)|NOPERM .*'hget' command.*)$/;
       for (let i = 0; i < 10; i++) {
         assertStoreUnavailable(await client.send(i % 2 === 0 ? put : { path: '/api/profile' }));
         await untilNotReady(client, reason);

@@ -125,6 +125,24 @@ describe('Redis stores', { skip: REDIS_SERVER_MISSING && REDIS_SKIP_REASON }, ()
         assert.equal(results.filter((result) => result !== null).length, 1);
       });
     });
+
+    it('never makes a write the client gave up on: Redis stopped under it, then resumed, runs it too late to apply', async () => {
+      const store = new RedisProfileStore(connection);
+      for (let stall = 1; stall <= 3; stall++) {
+        const before = await store.get();
+        server.pause();
+        try {
+          await assertFailsFast(() => store.compareAndSet(before.version, { ...ADA, bio: `stall ${stall}` }));
+        } finally {
+          server.resume();
+        }
+        await untilAvailable(connection);
+        assert.deepEqual(await store.get(), before, `stall ${stall}`);
+      }
+      // Answered in time, a write is made as always.
+      const current = await store.get();
+      assert.deepEqual(await store.compareAndSet(current.version, ADA), { profile: ADA, version: current.version + 1 });
+    });
   });
 
   describe('RedisRateLimitStore', () => {
