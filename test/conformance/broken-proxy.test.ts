@@ -46,6 +46,44 @@ const DEPLOYMENTS: Record<string, Deployment> = {
     only: ['currencies', 'versioning'],
     fails: ['versioning.every-answer'],
   },
+  '/api/v1/hello saying "Hello, World."': {
+    alter: (req, answer) =>
+      req.url === '/api/v1/hello' ? { ...answer, body: answer.body.replace('Hello, World!', 'Hello, World.') } : answer,
+    only: ['versioning'],
+    fails: ['versioning.every-route'],
+  },
+  '/api/v1/echo rounding numbers to doubles': {
+    alter: (req, answer) =>
+      on(req.url, '/api/v1/echo') && answer.status === 200
+        ? { ...answer, body: JSON.stringify(JSON.parse(answer.body)) }
+        : answer,
+    only: ['versioning'],
+    fails: ['versioning.every-route'],
+  },
+  '/api/v1/exchange rounding results down': {
+    alter: (req, answer) =>
+      on(req.url, '/api/v1/exchange')
+        ? { ...answer, body: answer.body.replace(/("result":\d+\.\d*)[1-9](?=})/, '$10') }
+        : answer,
+    only: ['versioning'],
+    fails: ['versioning.every-route'],
+  },
+  'Accept: application/vnd.greeting.v1+json answering another search page': {
+    alter: (req, answer) =>
+      on(req.url, '/api/search') && String(req.headers.accept).includes('vnd.greeting.v1')
+        ? { ...answer, body: answer.body.replace(/"page":(\d+)/, '"page":1') }
+        : answer,
+    only: ['versioning'],
+    fails: ['versioning.every-route'],
+  },
+  'version=v1 leaving out the last currency of a page': {
+    alter: (req, answer) =>
+      on(req.url, '/api/currencies') && req.url.includes('version=v1') && answer.status === 200
+        ? { ...answer, body: answer.body.replace(/,\{[^{}]*\}\]/, ']') }
+        : answer,
+    only: ['versioning'],
+    fails: ['versioning.every-route'],
+  },
 };
 
 describe('the conformance kit against the service behind a proxy that breaks one thing', () => {
