@@ -317,7 +317,12 @@ export class Http {
         req.destroy(new Error(`no answer to ${method} ${path} within ${this.#budget.requestTimeoutMs} ms`)),
       );
       req.on('error', (error: NodeJS.ErrnoException) => {
-        reject(error.code === undefined ? error : new Error(`${method} ${path}: ${error.code} ${error.message}`));
+        // An answer to HEAD has no body: bytes after its headers are what the parser stumbles on.
+        if (method === 'HEAD' && error.code?.startsWith('HPE_')) {
+          reject(new Error(`HEAD ${path} answered with a body (bytes after the headers: ${error.code})`));
+        } else {
+          reject(error.code === undefined ? error : new Error(`${method} ${path}: ${error.code} ${error.message}`));
+        }
       });
       req.end(payload);
     });

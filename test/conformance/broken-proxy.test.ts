@@ -1,7 +1,9 @@
 import assert from 'node:assert/strict';
 import type { Server } from 'node:http';
 import { after, before, describe, it } from 'node:test';
+import { Decimal } from 'decimal.js';
 import { runConformance } from '../../src/conformance/index.js';
+import { CURRENCIES } from '../../src/domain/currencies.js';
 import { type ListeningApp, listening } from '../helpers.js';
 import { type Alteration, startBrokenProxy } from './broken-server.js';
 import { notPassed } from './report.js';
@@ -16,6 +18,25 @@ function without(answer: Parameters<Alteration>[1], ...names: string[]): Paramet
   return { ...answer, headers };
 }
 
+/** An exchange that rounds its results in `rounding` instead of half-even, from the service's own table. */
+function roundingExchange(rounding: Decimal.Rounding): Alteration {
+  const Exactly = Decimal.clone({ precision: 80 });
+  return (req, answer) => {
+    if (!on(req.url, '/api/exchange') || answer.status !== 200) return answer;
+    const params = new URL(req.url, 'http://proxy').searchParams;
+    const [from, to] = ['from', 'to'].map((field) =>
+      CURRENCIES.find((c) => c.code === params.get(field)?.toUpperCase()),
+    );
+    if (from === undefined || to === undefined || from === to) return answer;
+    const result = new Exactly(params.get('amount') ?? '0')
+      .times(to.rate)
+      .div(from.rate)
+      .toDecimalPlaces(to.minor_units, rounding)
+      .toFixed();
+    return { ...answer, body: answer.body.replace(/"result":[^,}]+/, `"result":${result}`) };
+  };
+}
+
 interface Deployment {
   /** What the proxy breaks. */
   alter: Alteration;
@@ -23,6 +44,8 @@ interface Deployment {
   only: string[];
   /** The checks that must fail, and no other. */
   fails: string[];
+  /** What the first failure says came instead. */
+  actual?: RegExp;
 }
 
 /** Single-defect deployments: the real service behind a proxy that breaks one thing. */
@@ -84,6 +107,52 @@ const DEPLOYMENTS: Record<string, Deployment> = {
     only: ['versioning'],
     fails: ['versioning.every-route'],
   },
+  'an exchange rounding half-up': {
+    alter: roundingExchange(Decimal.ROUND_HALF_UP),
+    only: ['exchange.half-even'],
+    fails: ['exchange.half-even'],
+  },
+  'an exchange rounding half-down': {
+    alter: roundingExchange(Decimal.ROUND_HALF_DOWN),
+    only: ['exchange.half-even'],
+    fails: ['exchange.half-even'],
+  },
+  'an exchange truncating': {
+    alter: roundingExchange(Decimal.ROUND_DOWN),
+    only: ['exchange.half-even'],
+    fails: ['exchange.half-even'],
+  },
+  'an exchange rounding up': {
+    alter: roundingExchange(Decimal.ROUND_UP),
+    only: ['exchange.half-even'],
+    fails: ['exchange.half-even'],
+  },
+  'DELETE /api/profile answered 405 with Allow: GET, POST': {
+    alter: (req, answer) =>
+      req.method === 'DELETE' && on(req.url, '/api/profile')
+        ? { ...answer, headers: { ...answer.headers, allow: 'GET, POST' } }
+        : answer,
+    only: ['errors.method-not-allowed'],
+    fails: ['errors.method-not-allowed'],
+  },
+  'a cursor page without limit defaulting to 10': {
+    alter: (req, answer) => {
+      if (!on(req.url, '/api/currencies') || !req.url.includes('cursor=') || req.url.includes('limit=')) return answer;
+      const body = JSON.parse(answer.body) as { data: unknown[]; pagination: { limit: number } };
+      return {
+        ...answer,
+        body: JSON.stringify({ ...body, data: body.data.slice(0, 10), pagination: { ...body.pagination, limit: 10 } }),
+      };
+    },
+    only: ['currencies'],
+    fails: ['currencies.cursor-default-limit'],
+  },
+  'HEAD answered with a body': {
+    alter: (req, answer) => (req.method === 'HEAD' ? { ...answer, body: '{"message":"Hello, World!"}' } : answer),
+    only: ['hello', 'http.head'],
+    fails: ['hello.head', 'http.head'],
+    actual: /^HEAD \/api\/hello answered with a body/,
+  },
 };
 
 describe('the conformance kit against the service behind a proxy that breaks one thing', () => {
@@ -93,11 +162,11 @@ describe('the conformance kit against the service behind a proxy that breaks one
   });
   after(() => service.app.close());
 
-  async function failing(alter: Alteration, only: string[]): Promise<string[]> {
+  async function failing(alter: Alteration, only: string[]) {
     const { url, server } = await startBrokenProxy(service.origin, alter);
     try {
       const report = await runConformance({ baseUrl: url, write: true, only });
-      return report.results.filter((result) => result.outcome === 'fail').map((result) => result.id);
+      return report.results.filter((result) => result.outcome === 'fail');
     } finally {
       await close(server);
     }
@@ -114,9 +183,14 @@ describe('the conformance kit against the service behind a proxy that breaks one
     }
   });
 
-  for (const [name, { alter, only, fails }] of Object.entries(DEPLOYMENTS)) {
+  for (const [name, { alter, only, fails, actual }] of Object.entries(DEPLOYMENTS)) {
     it(`fails exactly ${fails.join(', ')} for ${name}`, async () => {
-      assert.deepEqual(await failing(alter, only), fails);
+      const failed = await failing(alter, only);
+      assert.deepEqual(
+        failed.map((result) => result.id),
+        fails,
+      );
+      if (actual !== undefined) assert.match(failed[0]?.actual ?? '', actual);
     });
   }
 });

@@ -209,7 +209,16 @@ async function answer(req: IncomingMessage, faults: ReadonlySet<Fault>): Promise
   const method = req.method === 'HEAD' ? 'GET' : (req.method ?? 'GET');
   const params = query(search);
   const name = /^\/api\/hello\/([^/]+)$/.exec(path);
-  if (name !== null && method === 'GET') return JSON.stringify({ greeting: `Hello, ${name[1]}!` });
+  const item = /^\/api\/currencies\/([^/]+)$/.exec(path);
+  if ((name !== null || item !== null) && method !== 'GET') {
+    throw new Failure(405, 'METHOD_NOT_ALLOWED', [], { Allow: 'GET, HEAD' });
+  }
+  if (name !== null) return JSON.stringify({ greeting: `Hello, ${name[1]}!` });
+  if (item !== null) {
+    const currency = TABLE.find((c) => c.code === item[1]?.toUpperCase());
+    if (currency === undefined) throw new Failure(404, 'NOT_FOUND');
+    return JSON.stringify({ ...currency, rate: Number(currency.rate) });
+  }
   const methods = ROUTES[path];
   if (methods === undefined) throw new Failure(404, 'NOT_FOUND');
   if (!methods.includes(method)) {
@@ -314,6 +323,14 @@ export async function startBrokenProxy(target: string, alter: Alteration): Promi
             { status: answer.statusCode ?? 502, headers, body: text },
           );
           const length = method === 'HEAD' ? answer.headers['content-length'] : String(Buffer.byteLength(altered.body));
+          if (method === 'HEAD' && altered.body !== '') {
+            // What Node's server will not send: an answer to HEAD with a body, written as bytes.
+            const lines = Object.entries({ ...altered.headers, 'content-length': length ?? '0', connection: 'close' })
+              .flatMap(([name, value]) => [value].flat().map((item) => `${name}: ${item}\r\n`))
+              .join('');
+            res.socket?.end(`HTTP/1.1 ${altered.status} OK\r\n${lines}\r\n${altered.body}`);
+            return;
+          }
           res.writeHead(altered.status, {
             ...altered.headers,
             ...(length !== undefined && { 'content-length': length }),
