@@ -8,7 +8,7 @@ import { INJECTED_HEADER, type Response } from './http.js';
  */
 
 /** The headers each answer must carry, by the rule that asks for them. */
-export type Rule = 'request-id' | 'security' | 'api-version' | 'rate-limit';
+export type Rule = 'request-id' | 'json' | 'security' | 'api-version' | 'rate-limit';
 
 /** An answer that broke a rule: the request, its status, and what was missing or wrong. */
 export interface Finding {
@@ -41,7 +41,13 @@ function route(path: string): string {
 export class AnswerAudit {
   /** Answers held to the rules. */
   seen = 0;
-  readonly findings: Record<Rule, Finding[]> = { 'request-id': [], security: [], 'api-version': [], 'rate-limit': [] };
+  readonly findings: Record<Rule, Finding[]> = {
+    'request-id': [],
+    json: [],
+    security: [],
+    'api-version': [],
+    'rate-limit': [],
+  };
   /** The 429 answers under /api that no fault injected: the deployment limits this client. */
   readonly rateLimited: Response[] = [];
   /** Whether any answer under /api carried the RateLimit headers. */
@@ -62,7 +68,15 @@ export class AnswerAudit {
     const id = value(headers, 'x-request-id');
     if (id === undefined || id === '') note('request-id', 'no X-Request-Id');
 
-    if (/^application\/json\b/i.test(value(headers, 'content-type') ?? '')) {
+    const type = value(headers, 'content-type');
+    // Every body is JSON but the metrics' text and the documentation page's HTML.
+    if (res.body.length > 0 && !/^\/(?:metrics|docs)(?:[/?]|$)/.test(path)) {
+      if (type?.toLowerCase().replace(/\s*;\s*/g, '; ') !== 'application/json; charset=utf-8') {
+        note('json', `Content-Type: ${type === undefined ? 'none' : JSON.stringify(type)}`);
+      }
+    }
+
+    if (/^application\/json\b/i.test(type ?? '')) {
       // The profile's versions are revalidated (no-cache); its errors, like every other, may be no-store.
       const caches =
         route(path) !== '/api/profile' ? ['no-store'] : res.status < 400 ? ['no-cache'] : ['no-cache', 'no-store'];

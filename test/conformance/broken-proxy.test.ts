@@ -64,6 +64,14 @@ const DEPLOYMENTS: Record<string, Deployment> = {
     only: ['search', 'echo', 'exchange.example', 'exchange.unsupported', 'security'],
     fails: ['security.every-answer'],
   },
+  'Content-Type text/plain on /api/v1/search': {
+    alter: (req, answer) =>
+      on(req.url, '/api/v1/search')
+        ? { ...answer, headers: { ...answer.headers, 'content-type': 'text/plain; charset=utf-8' } }
+        : answer,
+    only: ['versioning.every-route', 'http.every-answer'],
+    fails: ['http.every-answer'],
+  },
   'API-Version missing on /api/currencies': {
     alter: (req, answer) => (on(req.url, '/api/currencies') ? without(answer, 'api-version') : answer),
     only: ['currencies', 'versioning'],

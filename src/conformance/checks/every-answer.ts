@@ -34,6 +34,20 @@ export const everyAnswerChecks: Check[] = [
     },
   },
   {
+    id: 'http.every-answer',
+    group: 'http',
+    clause: 'contract: Everywhere',
+    title:
+      'every answer of the run with a body, errors included, was application/json; charset=utf-8 (but /metrics and /docs)',
+    async run(ctx) {
+      expectNone(
+        ctx,
+        'json',
+        'Content-Type: application/json; charset=utf-8 on every answer with a body but /metrics and /docs',
+      );
+    },
+  },
+  {
     id: 'security.every-answer',
     group: 'security',
     clause: 'contract: Rate limiting, versioning, limits (security headers)',
