@@ -206,7 +206,7 @@ describe('the client when the answer is cut short', () => {
     server = createServer((req, res) => {
       res.writeHead(200, { 'content-type': 'application/json', 'content-length': '100' });
       res.write('{"message":');
-      if (req.url?.startsWith('/api/hello/reset')) setTimeout(() => res.socket?.destroy(), 20);
+      if (req.url?.startsWith('/api/hello/reset')) setTimeout(() => res.socket?.destroy(), 100);
     });
     server.listen(0, '127.0.0.1');
     await once(server, 'listening');
@@ -224,7 +224,7 @@ describe('the client when the answer is cut short', () => {
   });
 
   it("makes a timeout while the body is read a NetworkError, with the signal's reason as the cause", async () => {
-    const signal = AbortSignal.timeout(200);
+    const signal = AbortSignal.timeout(1000);
     const error = await rejection(createClient({ baseUrl: origin }).greeting('stall', { signal }), NetworkError);
     assert.match(error.message, /^GET \/api\/hello\/stall answer cut short: /);
     assert.equal((error.cause as Error).name, 'TimeoutError');
