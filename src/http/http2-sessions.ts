@@ -105,7 +105,8 @@ class Http2Response extends Http2ServerResponse {
 
   /** Resets the stream of an answer that cannot go out: logged and counted with status 0, the status of no answer. */
   cancel(): void {
-    Object.defineProperty(this, 'statusCode', { value: 0 });
+    // As faults.ts says no answer; its descriptor, so that neither ever redefines the other's.
+    if (this.statusCode !== 0) Object.defineProperty(this, 'statusCode', { value: 0 });
     this.stream.close(constants.NGHTTP2_CANCEL);
   }
 
@@ -282,6 +283,10 @@ export class Http2Sessions {
       return;
     }
     if (state.waiting.length > 0 || unsentOf(state) >= HTTP2_LIMITS.maxUnsentBytes) {
+      // Streams reset while they wait are dropped here too: no more wait than may be open at once.
+      if (state.waiting.length >= HTTP2_LIMITS.maxConcurrentStreams) {
+        state.waiting = state.waiting.filter((waiting) => !waiting.req.stream.destroyed);
+      }
       state.waiting.push({ req, res: res as Http2Response, since: performance.now() });
       return;
     }
