@@ -126,8 +126,8 @@ class Http2Response extends Http2ServerResponse {
     return super.writeHead(status, ...(rest as [string, OutgoingHttpHeaders]));
   }
 
+  // The body given to end() goes through write(), which counts it.
   override end(...args: unknown[]): this {
-    if (typeof args[0] === 'string' || args[0] instanceof Uint8Array) this.given += byteLength(args[0], args[1]);
     (super.end as (...args: unknown[]) => this).apply(this, args);
     if (this.timer === undefined) return this;
     clearTimeout(this.timer);
@@ -295,6 +295,8 @@ export class Http2Sessions {
 
   #answer(state: SessionState, req: Http2ServerRequest, res: Http2Response): void {
     const { stream } = req;
+    // A request that waited has the whole request timeout again once served.
+    res.progressAt = performance.now();
     state.answers.add(res);
     stream.once('close', () => {
       state.answers.delete(res);
