@@ -8,6 +8,7 @@ import {
   type ServerHttp2Session,
   type ServerHttp2Stream,
 } from 'node:http2';
+import { performance } from 'node:perf_hooks';
 import type { Duplex } from 'node:stream';
 import { apiError } from '../errors.js';
 
@@ -41,14 +42,24 @@ export const HTTP2_LIMITS = {
   maxSessionInvalidFrames: 100,
   /** Streams refused (over the concurrency limit, or after GOAWAY) before the session is closed. */
   maxSessionRejectedStreams: 100,
+  /**
+   * Bytes of answers a session may hold unsent, waiting for its client's flow-control windows (the
+   * default BODY_LIMIT): while it holds more, its next requests wait, each for REQUEST_TIMEOUT_MS at
+   * most. A session so holds at most this and the answers under way, however many streams it opens.
+   */
+  maxUnsentBytes: 1024 * 1024,
 } as const;
 
 export interface Http2SessionOptions {
-  /** The time a stream has to send its whole request, as REQUEST_TIMEOUT_MS is for an HTTP/1.1 request. */
+  /**
+   * The time a stream has to send its whole request, as REQUEST_TIMEOUT_MS is for an HTTP/1.1
+   * request; and the longest a stream may wait to be served, or make no progress in sending its
+   * answer (its client's window closed), before it is reset.
+   */
   requestTimeoutMs: number;
   /**
-   * The time a session on which no frame moves may stay, as KEEP_ALIVE_TIMEOUT_MS is for an idle
-   * HTTP/1.1 connection; its streams then have the request timeout to end.
+   * The time a session with no stream open may stay, as KEEP_ALIVE_TIMEOUT_MS is for an idle
+   * HTTP/1.1 connection, whatever else its client sends (PINGs, SETTINGS).
    */
   keepAliveTimeoutMs: number;
 }
@@ -81,6 +92,28 @@ function resetOnceAnswered(stream: ServerHttp2Stream): void {
 class Http2Response extends Http2ServerResponse {
   /** The request timeout of a request with a body, until the answer ends. */
   timer: NodeJS.Timeout | undefined;
+  /** Bytes of the answer's body given to the stream. */
+  given = 0;
+  /** Bytes of them sent when last looked at, and when that count last grew (or nothing was waiting). */
+  sentSeen = 0;
+  progressAt = performance.now();
+
+  /** Bytes given to the stream and not sent yet: what its client's flow-control window holds back. */
+  get unsent(): number {
+    return this.stream.bufferSize;
+  }
+
+  /** Resets the stream of an answer that cannot go out: logged and counted with status 0, the status of no answer. */
+  cancel(): void {
+    // As faults.ts says no answer; its descriptor, so that neither ever redefines the other's.
+    if (this.statusCode !== 0) Object.defineProperty(this, 'statusCode', { value: 0 });
+    this.stream.close(constants.NGHTTP2_CANCEL);
+  }
+
+  override write(chunk: string | Uint8Array, ...rest: unknown[]): boolean {
+    this.given += byteLength(chunk, rest[0]);
+    return (super.write as (...args: unknown[]) => boolean).call(this, chunk, ...rest);
+  }
 
   override setHeader(name: string, value: number | string | readonly string[]): this {
     if (name.toLowerCase() !== 'connection') super.setHeader(name, value);
@@ -93,6 +126,7 @@ class Http2Response extends Http2ServerResponse {
     return super.writeHead(status, ...(rest as [string, OutgoingHttpHeaders]));
   }
 
+  // The body given to end() goes through write(), which counts it.
   override end(...args: unknown[]): this {
     (super.end as (...args: unknown[]) => this).apply(this, args);
     if (this.timer === undefined) return this;
@@ -103,12 +137,40 @@ class Http2Response extends Http2ServerResponse {
   }
 }
 
-/** What the service keeps of each session: its streams, and those its client reset before they were served. */
+/** The bytes of a chunk written as Node writes it. */
+function byteLength(chunk: string | Uint8Array, encoding: unknown): number {
+  if (typeof chunk !== 'string') return chunk.byteLength;
+  return Buffer.byteLength(chunk, typeof encoding === 'string' ? (encoding as BufferEncoding) : 'utf8');
+}
+
+/** A request waiting to be served while its session holds too many unsent bytes. */
+interface Waiting {
+  req: Http2ServerRequest;
+  res: Http2Response;
+  since: number;
+}
+
+/** What the service keeps of each session. */
 interface SessionState {
+  /** Streams opened, and those its client reset before they were served. */
   streams: number;
   resets: number;
   /** Sent GOAWAY ENHANCE_YOUR_CALM: it takes no more streams. */
   refused: boolean;
+  /** Streams open now. */
+  open: number;
+  /** Runs while no stream is open: the keep-alive timeout. */
+  idle: NodeJS.Timeout | undefined;
+  /** The answers being given, and the requests waiting for the session's unsent bytes to fall. */
+  answers: Set<Http2Response>;
+  waiting: Waiting[];
+}
+
+/** The bytes of answers the session holds, not yet sent. */
+function unsentOf(state: SessionState): number {
+  let bytes = 0;
+  for (const res of state.answers) bytes += res.unsent;
+  return bytes;
 }
 
 export class Http2Sessions {
@@ -117,6 +179,8 @@ export class Http2Sessions {
   readonly #sessions = new Map<ServerHttp2Session, SessionState>();
   readonly #options: Http2SessionOptions;
   #closing = false;
+  /** Looks at every session's answers and waiting requests while there are sessions. */
+  #watch: NodeJS.Timeout | undefined;
 
   constructor(handler: Handler, options: Http2SessionOptions) {
     this.#handler = handler;
@@ -153,19 +217,41 @@ export class Http2Sessions {
   }
 
   #begin(session: ServerHttp2Session): void {
-    const state: SessionState = { streams: 0, resets: 0, refused: false };
+    const state: SessionState = {
+      streams: 0,
+      resets: 0,
+      refused: false,
+      open: 0,
+      idle: undefined,
+      answers: new Set(),
+      waiting: [],
+    };
     this.#sessions.set(session, state);
-    session.once('close', () => this.#sessions.delete(session));
+    this.#watch ??= setInterval(this.#look, Math.min(1000, this.#options.requestTimeoutMs / 4)).unref();
+    session.once('close', () => {
+      clearTimeout(state.idle);
+      this.#sessions.delete(session);
+      if (this.#sessions.size > 0) return;
+      clearInterval(this.#watch);
+      this.#watch = undefined;
+    });
     // A session's errors (a peer that broke the protocol, a reset connection) end it; they are the client's.
     session.on('error', () => {});
     session.on('stream', (stream: ServerHttp2Stream) => this.#follow(session, state, stream));
-    // Nothing moved for the keep-alive timeout: GOAWAY. An idle session ends at once; streams still
-    // open (a client that stopped reading, say) have the request timeout to end, then it is closed.
-    session.setTimeout(this.#options.keepAliveTimeoutMs, () => {
+    this.#idle(session, state);
+    if (this.#closing) session.close();
+  }
+
+  /**
+   * No stream open for the keep-alive timeout, whatever frames come meanwhile (a PING refreshes
+   * Node's own timer): GOAWAY, which ends the session at once unless its client opened a stream
+   * meanwhile; that one has the request timeout to end, then the connection is closed.
+   */
+  #idle(session: ServerHttp2Session, state: SessionState): void {
+    state.idle = setTimeout(() => {
       session.close();
       setTimeout(() => session.destroy(), this.#options.requestTimeoutMs).unref();
-    });
-    if (this.#closing) session.close();
+    }, this.#options.keepAliveTimeoutMs).unref();
   }
 
   /**
@@ -175,19 +261,83 @@ export class Http2Sessions {
    */
   #follow(session: ServerHttp2Session, state: SessionState, stream: ServerHttp2Stream): void {
     state.streams += 1;
-    if (stream.destroyed) this.#countReset(session, state);
+    if (stream.destroyed) {
+      this.#countReset(session, state);
+      return;
+    }
+    state.open += 1;
+    clearTimeout(state.idle);
+    stream.once('close', () => {
+      state.open -= 1;
+      if (state.open === 0 && !session.closed) this.#idle(session, state);
+    });
   }
 
   readonly #serve = (req: Http2ServerRequest, res: Http2ServerResponse): void => {
     const { stream } = req;
     // Reset by its client meanwhile (counted as it came, if it was then), or its session gone.
     if (stream.destroyed) return;
-    if (this.#sessions.get(stream.session as ServerHttp2Session)?.refused !== false) {
+    const state = this.#sessions.get(stream.session as ServerHttp2Session);
+    if (state === undefined || state.refused) {
       stream.close(constants.NGHTTP2_REFUSED_STREAM);
       return;
     }
-    if (!stream.endAfterHeaders) (res as Http2Response).timer = this.#requestTimer(req, res);
+    if (state.waiting.length > 0 || unsentOf(state) >= HTTP2_LIMITS.maxUnsentBytes) {
+      // Streams reset while they wait are dropped here too: no more wait than may be open at once.
+      if (state.waiting.length >= HTTP2_LIMITS.maxConcurrentStreams) {
+        state.waiting = state.waiting.filter((waiting) => !waiting.req.stream.destroyed);
+      }
+      state.waiting.push({ req, res: res as Http2Response, since: performance.now() });
+      return;
+    }
+    this.#answer(state, req, res as Http2Response);
+  };
+
+  #answer(state: SessionState, req: Http2ServerRequest, res: Http2Response): void {
+    const { stream } = req;
+    // A request that waited has the whole request timeout again once served.
+    res.progressAt = performance.now();
+    state.answers.add(res);
+    stream.once('close', () => {
+      state.answers.delete(res);
+      this.#serveWaiting(state);
+    });
+    if (!stream.endAfterHeaders) res.timer = this.#requestTimer(req, res);
     this.#handler(req, res);
+  }
+
+  /** Serves the requests that wait, in turn, while the session's unsent bytes are under the bound. */
+  #serveWaiting(state: SessionState): void {
+    while (state.waiting.length > 0 && unsentOf(state) < HTTP2_LIMITS.maxUnsentBytes) {
+      const { req, res } = state.waiting.shift() as Waiting;
+      if (!req.stream.destroyed) this.#answer(state, req, res);
+    }
+  }
+
+  /**
+   * Resets each stream that made no progress for the request timeout, whatever else its session
+   * does: an answer none of whose bytes went out (its client's window stays closed), a request that
+   * waited that long to be served.
+   */
+  readonly #look = (): void => {
+    const now = performance.now();
+    const limit = this.#options.requestTimeoutMs;
+    for (const state of this.#sessions.values()) {
+      for (const res of state.answers) {
+        const unsent = res.unsent;
+        const sent = res.given - unsent;
+        if (unsent === 0 || sent > res.sentSeen) {
+          res.sentSeen = sent;
+          res.progressAt = now;
+        } else if (now - res.progressAt >= limit) {
+          res.cancel();
+        }
+      }
+      while (state.waiting.length > 0 && now - (state.waiting[0] as Waiting).since >= limit) {
+        (state.waiting.shift() as Waiting).req.stream.close(constants.NGHTTP2_CANCEL);
+      }
+      this.#serveWaiting(state);
+    }
   };
 
   /**

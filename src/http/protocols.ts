@@ -39,10 +39,15 @@ interface FastifyServerOptions {
 /** The answer to a request, over HTTP/1.1 or HTTP/2: Fastify's handler takes both. */
 type Handler = RequestListener & ((request: Http2ServerRequest, response: Http2ServerResponse) => void);
 
+const ignoreError = () => {};
+
 /**
  * Reads the first bytes of a cleartext connection until they are the HTTP/2 preface, or cannot be
  * (a byte differs), and hands the connection over with those bytes unread: to `http2` or `http1`.
- * A connection that says nothing for the headers timeout gets `silent` instead.
+ * A connection that says nothing for the headers timeout gets `silent` instead. The connection
+ * keeps an `error` listener for its whole life, across the hand-over: a client may reset it at any
+ * moment, before its new owner listens (or after it stopped), and an `error` event no one listens
+ * to ends the process.
  */
 function sniffPreface(
   socket: Socket,
@@ -60,7 +65,6 @@ function sniffPreface(
     clearTimeout(timer);
     socket.off('readable', read);
     socket.off('end', gone);
-    socket.off('error', gone);
     socket.off('close', stop);
   };
   const gone = () => {
@@ -85,7 +89,8 @@ function sniffPreface(
   };
   socket.on('readable', read);
   socket.once('end', gone);
-  socket.once('error', gone);
+  // A reset destroys the socket, whose close then stops the reading.
+  socket.on('error', ignoreError);
   // Closed meanwhile (shutdown closes the connections that have sent nothing): nothing to wait for.
   socket.once('close', stop);
 }

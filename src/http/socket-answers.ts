@@ -84,6 +84,8 @@ function afterOwedResponses(socket: HttpSocket, limitMs: number, write: () => vo
   });
 }
 
+const ignoreError = () => {};
+
 export class SocketAnswers {
   readonly #headers: SocketHeaders;
   /** Sockets with an answer under way, or written. */
@@ -117,7 +119,6 @@ export class SocketAnswers {
         return;
       }
       const connection = socket as Socket;
-      connection.on('error', () => {}); // a client gone meanwhile (ECONNRESET) is no error of the service's
       connection.once('timeout', () => connection.destroy());
       connection.resume();
       this.#answer(app, connection, refusal, id, 'CONNECT');
@@ -155,6 +156,9 @@ export class SocketAnswers {
       return;
     }
     this.#answering.add(socket);
+    // A client gone meanwhile (ECONNRESET) is no error of the service's: the socket may come from an
+    // owner that no longer listens (Node after CONNECT, the read-ahead of the HTTP/2 preface).
+    socket.on('error', ignoreError);
     const status = error.statusCode;
     app.log.info({ request_id: id, status, reason }, 'client error');
     const body = JSON.stringify(envelope(error, id));

@@ -213,6 +213,8 @@ export const faultsPlugin = fp(
       const res = reply.raw;
       const slice = Math.max(1, Math.floor((kibps * 1024 * PACE_TICK_MS) / 1000));
       let sent = 0;
+      /** Its last byte sent: over HTTP/2, a stream its client reset also says it finished writing. */
+      let whole = false;
       let hurried = Number.POSITIVE_INFINITY;
       let timer: NodeJS.Timeout;
       const hold: Hold = {
@@ -230,13 +232,15 @@ export const faultsPlugin = fp(
           return;
         }
         holds.delete(hold);
-        res.end(chunk);
+        res.end(chunk, () => {
+          whole = true;
+        });
       };
       watchClose(request, reply, () => {
         clearTimeout(timer);
         holds.delete(hold);
         // Once finished, the request's line is Fastify's to write; a client gone first gets none from it.
-        if (!res.writableFinished) noAnswer(request, reply);
+        if (!whole) noAnswer(request, reply);
       });
       sendHead(reply, body.length);
       holds.add(hold);

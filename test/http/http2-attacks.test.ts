@@ -294,10 +294,15 @@ describe('HTTP/2 attacks, against the server process', () => {
 
   it(`idle sessions are each closed with GOAWAY NO_ERROR after KEEP_ALIVE_TIMEOUT_MS`, async () => {
     const results = await underAttack(async () => {
-      const raws = await Promise.all(Array.from({ length: 200 }, () => RawH2.open(server.port)));
-      const opened = performance.now();
+      // Each session's time is counted from its own connection: opening 200 takes a while on a busy machine.
+      const raws = await Promise.all(
+        Array.from({ length: 200 }, async () => {
+          const opening = performance.now();
+          return { raw: await RawH2.open(server.port), opening };
+        }),
+      );
       return Promise.all(
-        raws.map(async (raw) => {
+        raws.map(async ({ raw, opening: opened }) => {
           const goaway = await raw.goaway(KEEP_ALIVE_TIMEOUT_MS + LATE_MS);
           const closed = await raw.untilClosed(2_000);
           raw.destroy();
@@ -350,6 +355,53 @@ describe('HTTP/2 attacks, against the server process', () => {
       }
     } finally {
       // A failure above leaves no session open to hold up the shutdown below.
+      for (const raw of raws) raw.destroy();
+    }
+  });
+
+  it('sessions whose windows stay closed, 100 streams each, PINGing every second: each stream reset after REQUEST_TIMEOUT_MS, each session closed, memory bounded', async () => {
+    const bytes = (await (await fetch(`${origin}/openapi.json`)).arrayBuffer()).byteLength;
+    const SESSIONS = 12;
+    const askedMiB = (SESSIONS * HTTP2_LIMITS.maxConcurrentStreams * bytes) / 2 ** 20;
+    const raws: RawH2[] = [];
+    const pinger = setInterval(() => {
+      for (const raw of raws) void raw.write(pingFrame(1));
+    }, 1_000);
+    try {
+      const opened = await underAttack(async () => {
+        for (let s = 0; s < SESSIONS; s += 1) {
+          const raw = await RawH2.open(server.port, { settings: [[Setting.INITIAL_WINDOW_SIZE, 0]] });
+          raws.push(raw);
+          const requests: Buffer[] = [];
+          for (let i = 0; i < HTTP2_LIMITS.maxConcurrentStreams; i += 1) {
+            requests.push(headersFrame(2 * i + 1, requestFields('/openapi.json')));
+          }
+          await raw.write(Buffer.concat(requests));
+        }
+        const at = performance.now();
+        await Promise.all(raws.map((raw) => raw.untilClosed(REQUEST_TIMEOUT_MS + KEEP_ALIVE_TIMEOUT_MS + 2 * LATE_MS)));
+        return at;
+      });
+      console.log(
+        `  ${SESSIONS} × ${HTTP2_LIMITS.maxConcurrentStreams} streams asked for ${(bytes / 1024).toFixed(0)} KiB each (${askedMiB.toFixed(0)} MiB); closed ${Math.max(...raws.map((raw) => (raw.closedAt ?? Number.NaN) - opened)).toFixed(0)} ms after the last was opened at most`,
+      );
+      for (const raw of raws) {
+        assert.equal(raw.closed, true, 'the session closed, PINGs notwithstanding');
+        assert.ok((raw.closedAt as number) - opened >= REQUEST_TIMEOUT_MS - 50, 'not before the request timeout');
+        assert.deepEqual(await raw.goaway(0), {
+          lastStreamId: 2 * HTTP2_LIMITS.maxConcurrentStreams - 1,
+          errorCode: ErrorCode.NO_ERROR,
+        });
+        const resets = raw.frames.filter((f) => f.type === FrameType.RST_STREAM);
+        assert.equal(resets.length, HTTP2_LIMITS.maxConcurrentStreams, 'every stream reset');
+        for (const reset of resets) assert.equal(reset.payload.readUInt32BE(0), ErrorCode.CANCEL);
+        assert.equal(
+          raw.frames.some((f) => f.type === FrameType.DATA),
+          false,
+        );
+      }
+    } finally {
+      clearInterval(pinger);
       for (const raw of raws) raw.destroy();
     }
   });

@@ -84,6 +84,27 @@ describe('HTTP/2 with prior knowledge beside HTTP/1.1 on one port', () => {
     }
   });
 
+  it(`serves whole the answers a session asks for at once beyond the ${HTTP2_LIMITS.maxUnsentBytes / 2 ** 20} MiB it may hold unsent, as its client reads`, async () => {
+    const document = await http1Request(`${server.origin}/openapi.json`);
+    const expected = await document.body.text();
+    const count = HTTP2_LIMITS.maxConcurrentStreams;
+    assert.ok(count * Buffer.byteLength(expected) > 2 * HTTP2_LIMITS.maxUnsentBytes, 'more than the session may hold');
+    // Node's client grants 64 KiB windows: most of the answers wait for it to read.
+    const session = await h2(server.origin);
+    try {
+      const answers = await Promise.all(
+        Array.from({ length: count }, () => readStream(session.request({ ':path': '/openapi.json' }))),
+      );
+      for (const answer of answers) {
+        assert.equal(answer.status, 200);
+        assert.equal(answer.rstCode, constants.NGHTTP2_NO_ERROR);
+        assert.equal(answer.text, expected);
+      }
+    } finally {
+      session.close();
+    }
+  });
+
   it(`refuses the streams a client opens beyond the ${HTTP2_LIMITS.maxConcurrentStreams} it may have at once, and serves the others`, async () => {
     const raw = await RawH2.open(server.port);
     try {

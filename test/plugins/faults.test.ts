@@ -1023,6 +1023,39 @@ describe('over HTTP/2 (h2c)', () => {
     }
   });
 
+  it('a paced answer whose client cancels its stream is logged once and counted with status 0, as over HTTP/1.1', async () => {
+    const zeros = async () =>
+      samples(await (await fetch(`${origin}/metrics`)).text(), 'http_requests_total').get(
+        '{method="POST",route="/api/echo",status="0"}',
+      ) ?? 0;
+    const before = await zeros();
+    const session = http2Connect(origin);
+    session.on('error', () => {});
+    try {
+      const stream = session.request({
+        ':method': 'POST',
+        ':path': '/api/echo',
+        'content-type': 'application/json',
+        'x-envoy-fault-throughput-response': '1',
+        'x-request-id': 'h2-paced-left',
+      });
+      stream.on('error', () => {});
+      stream.end(JSON.stringify({ text: 'x'.repeat(4000) }));
+      // The head, and the body's first slice: the answer is under way when the client leaves.
+      await new Promise((resolve) => stream.once('data', resolve));
+      stream.close(http2.NGHTTP2_CANCEL);
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      const lines = log.lines.filter((line) => line.request_id === 'h2-paced-left');
+      assert.deepEqual(
+        lines.map((line) => [line.status, line.fault]),
+        [[0, 'throughput']],
+      );
+      assert.equal(await zeros(), before + 1, 'counted with status 0');
+    } finally {
+      session.close();
+    }
+  });
+
   it('logs each broken stream with status 0, naming the fault', () => {
     for (const kind of ['reset', 'empty', 'truncate', 'malformed']) {
       const line = log.lineOf(`h2-${kind}`);
