@@ -106,10 +106,10 @@ export const httpGuardPlugin = fp(
   async (app: FastifyInstance) => {
     const unmet = new WeakSet<IncomingMessage>();
     // Given this listener, Node leaves a request whose Expect it cannot meet to the service, which
-    // routes it as usual; the check below refuses it with a 417.
+    // takes it as any other request (in its turn on its connection); the check below refuses it with a 417.
     app.server.on('checkExpectation', (request, response) => {
       unmet.add(request);
-      app.routing(request, response);
+      app.server.emit('request', request, response);
     });
     app.addHook('preParsing', (request, reply, payload, done) => {
       closeAfterUpgradeRequest(request, reply);
