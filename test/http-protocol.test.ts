@@ -103,6 +103,22 @@ for (const http2 of [false, true]) {
       reader.socket.destroy();
     });
 
+    it('answers a transfer coding other than chunked with 501 NOT_IMPLEMENTED (RFC 9112, 6.1)', async () => {
+      for (const coding of ['gzip, chunked', 'deflate,chunked', 'x-unknown , chunked']) {
+        const reader = await send(
+          server.port,
+          `POST /api/echo HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: ${coding}\r\n\r\n7\r\n{"a":1}\r\n0\r\n\r\n`,
+        );
+        const res = await reader.next();
+        const error = assertError(res, 501, 'NOT_IMPLEMENTED');
+        assert.equal(
+          error.message,
+          `Transfer-Encoding: ${coding} is not implemented; the one transfer coding this service reads is chunked.`,
+        );
+        reader.socket.destroy();
+      }
+    });
+
     it('still answers Expect: 100-continue with 100 Continue, then the answer', async () => {
       const reader = await send(
         server.port,

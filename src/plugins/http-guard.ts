@@ -25,6 +25,9 @@ const SINGLE_FIELDS = [
   ['content-type', 'Content-Type'],
 ] as const;
 
+/** The one transfer coding the service reads: chunked alone. */
+const CHUNKED = /^[ \t]*chunked[ \t]*$/i;
+
 /** Every value given for a field, in order. */
 function fieldValues(request: IncomingMessage, name: string): string[] {
   const values: string[] = [];
@@ -79,6 +82,15 @@ function refusal(request: FastifyRequest, unmet: WeakSet<IncomingMessage>): ApiE
       const details = fieldDetails(request);
       if (details.length > 0) return validationError(details);
     }
+  }
+  // RFC 9112 (6.1): Node's parser reads the chunks of `gzip, chunked` and leaves the gzip to the
+  // service, which decodes no transfer coding; read as is, the body would be taken for plain.
+  const coding = headers['transfer-encoding'];
+  if (coding !== undefined && raw.httpVersionMajor === 1 && !CHUNKED.test(coding)) {
+    return apiError(
+      501,
+      `Transfer-Encoding: ${coding} is not implemented; the one transfer coding this service reads is chunked.`,
+    );
   }
   if (headers.expect !== undefined && unmet.has(raw)) {
     return apiError(
