@@ -7,6 +7,7 @@ import { type Config, otlpTracesUrl } from './config.js';
 import { type FaultSettings, faultsOn } from './domain/faults.js';
 import type { ApiError } from './errors.js';
 import { ServerCertificate } from './http/certificates.js';
+import { serveInTurn } from './http/pipelining.js';
 import { SocketAnswers } from './http/socket-answers.js';
 import { apiPathTest } from './lib/api-path.js';
 import { SchemaCode } from './lib/schema-code.js';
@@ -143,6 +144,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
     keepAliveTimeout: config.keepAliveTimeoutMs,
   }).withTypeProvider<TypeBoxTypeProvider>();
 
+  serveInTurn(app.server, app.log);
   socketAnswers.refuseConnect(app);
   if (certificate !== null) {
     certificate.follow(app.server as unknown as TlsServer, app.log);

@@ -103,6 +103,22 @@ for (const http2 of [false, true]) {
       reader.socket.destroy();
     });
 
+    it('answers a transfer coding other than chunked with 501 NOT_IMPLEMENTED (RFC 9112, 6.1)', async () => {
+      for (const coding of ['gzip, chunked', 'deflate,chunked', 'x-unknown , chunked']) {
+        const reader = await send(
+          server.port,
+          `POST /api/echo HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: ${coding}\r\n\r\n7\r\n{"a":1}\r\n0\r\n\r\n`,
+        );
+        const res = await reader.next();
+        const error = assertError(res, 501, 'NOT_IMPLEMENTED');
+        assert.equal(
+          error.message,
+          `Transfer-Encoding: ${coding} is not implemented; the one transfer coding this service reads is chunked.`,
+        );
+        reader.socket.destroy();
+      }
+    });
+
     it('still answers Expect: 100-continue with 100 Continue, then the answer', async () => {
       const reader = await send(
         server.port,
@@ -297,13 +313,40 @@ for (const http2 of [false, true]) {
     let server: ListeningApp;
     before(async () => {
       server = await listening(
-        { http2, requestTimeoutMs: REQUEST_TIMEOUT_MS, headersTimeoutMs: REQUEST_TIMEOUT_MS },
+        { http2, requestTimeoutMs: REQUEST_TIMEOUT_MS, headersTimeoutMs: REQUEST_TIMEOUT_MS, bodyLimit: 1024 },
         (app) => {
           app.get('/never', () => new Promise(() => {}));
         },
       );
     });
     after(() => server.app.close());
+
+    /** The server's open connections: a client that keeps its side open cannot see the server's side close. */
+    const connections = () =>
+      new Promise<number>((resolve, reject) =>
+        server.app.server.getConnections((error, count) => (error ? reject(error) : resolve(count))),
+      );
+
+    /** Resolves once the server has no connection open, failing if one is still open after `withinMs`. */
+    async function allClosed(started: number, withinMs: number): Promise<number> {
+      while ((await connections()) > 0) {
+        assert.ok(performance.now() - started < withinMs, 'the connection is still open');
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      }
+      return performance.now() - started;
+    }
+
+    /** A connection whose client keeps its side open and sends a byte every 200 ms, until it is closed. */
+    function drippingClient(bytes: string) {
+      const socket = connect({ port: server.port, host: '127.0.0.1', allowHalfOpen: true });
+      const reader = new ResponseReader(socket);
+      socket.write(bytes);
+      const drip = setInterval(() => {
+        if (socket.writable) socket.write('x');
+      }, 200);
+      socket.once('close', () => clearInterval(drip));
+      return reader;
+    }
 
     it('drops the connection after an error that waits on an answer that never comes, once REQUEST_TIMEOUT_MS is out', async () => {
       const started = performance.now();
@@ -313,24 +356,35 @@ for (const http2 of [false, true]) {
       assert.ok(elapsed >= REQUEST_TIMEOUT_MS - 50, `closed after ${elapsed} ms`);
     });
 
-    it('closes a connection whose client keeps it open after the answer to its CONNECT, once idle', async () => {
+    it('closes a connection whose client keeps it open after the answer to its CONNECT, REQUEST_TIMEOUT_MS after it', async () => {
       const started = performance.now();
       const socket = connect({ port: server.port, host: '127.0.0.1', allowHalfOpen: true });
       const reader = new ResponseReader(socket);
       socket.write('CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n');
       assertError(await reader.next(), 405, 'METHOD_NOT_ALLOWED');
-      // Half-open, the client cannot see the server's side close: the server's count of connections shows it.
-      const connections = () =>
-        new Promise<number>((resolve, reject) =>
-          server.app.server.getConnections((error, count) => (error ? reject(error) : resolve(count))),
-        );
-      while ((await connections()) > 0) {
-        assert.ok(performance.now() - started < REQUEST_TIMEOUT_MS + 3_000, 'the connection is still open');
-        await new Promise((resolve) => setTimeout(resolve, 50));
-      }
-      const elapsed = performance.now() - started;
+      const elapsed = await allClosed(started, REQUEST_TIMEOUT_MS + 3_000);
       assert.ok(elapsed >= REQUEST_TIMEOUT_MS - 50, `closed after ${elapsed} ms`);
       socket.destroy();
+    });
+
+    it('closes a connection whose client drips bytes after the answer to its CONNECT, REQUEST_TIMEOUT_MS after it', async () => {
+      const started = performance.now();
+      const reader = drippingClient('CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n');
+      const res = await reader.next();
+      assertError(res, 405, 'METHOD_NOT_ALLOWED');
+      assert.equal(res.headers.allow, 'GET, HEAD, POST, PUT, PATCH');
+      await allClosed(started, REQUEST_TIMEOUT_MS + 3_000);
+      reader.socket.destroy();
+    });
+
+    it('closes a connection whose client drips the rest of a body over the limit after its 413, REQUEST_TIMEOUT_MS after it', async () => {
+      const started = performance.now();
+      const reader = drippingClient(
+        'POST /api/echo HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{',
+      );
+      assertError(await reader.next(), 413, 'PAYLOAD_TOO_LARGE');
+      await allClosed(started, REQUEST_TIMEOUT_MS + 3_000);
+      reader.socket.destroy();
     });
   });
 }

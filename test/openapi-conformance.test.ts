@@ -23,7 +23,7 @@ import {
  *
  * Special setups: a 500 comes from a failing hook added to the app (what any unexpected failure
  * looks like); a 503 from Redis being unreachable (nothing listens on the port); a 429 from a
- * limit of one request; 400 (no Host), 408, 431 and 505 over a raw socket. No pair is documented-only.
+ * limit of one request; 400 (no Host), 408, 417, 431, 501 and 505 over a raw socket. No pair is documented-only.
  */
 
 /** A header that makes the test app fail unexpectedly: a 500, as any unplanned failure is. */
@@ -127,6 +127,12 @@ describe('the OpenAPI document describes every answer of every operation', { tim
         op,
         `${op.method} ${target} HTTP/1.1\r\nHost: x\r\nExpect: else\r\nConnection: close\r\n\r\n`,
         417,
+      );
+      await raw(
+        main,
+        op,
+        `${op.method} ${target} HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip, chunked\r\nConnection: close\r\n\r\n0\r\n\r\n`,
+        501,
       );
       await expect(main, op, valid(op, { headers: { [FAIL]: '1' } }), 500);
       await raw(main, op, `GET ${op.path} HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(20_000)}\r\n\r\n`, 431);

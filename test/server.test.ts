@@ -3,7 +3,7 @@ import { spawn, spawnSync } from 'node:child_process';
 import { once } from 'node:events';
 import { closeSync, constants, existsSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
-import { type AddressInfo, createServer } from 'node:net';
+import { type AddressInfo, connect, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
@@ -206,6 +206,44 @@ describe('server process (dist/server.js)', { concurrency: 4 }, () => {
       }
     });
   }
+
+  it('SIGTERM: connections whose clients keep their side open after an error answer are closed at once, exit 0', {
+    timeout: 60_000,
+  }, async () => {
+    const timeoutMs = 10_000;
+    const server = await startServer({ SHUTDOWN_TIMEOUT_MS: String(timeoutMs) });
+    const requests = [
+      [
+        'Content-Length twice',
+        'POST /api/echo HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n{}',
+        400,
+      ],
+      ['a header name that is no token', 'GET /api/hello HTTP/1.1\r\nHost: x\r\nBad Header: 1\r\n\r\n', 400],
+      ['headers over 16 KiB', `GET /api/hello HTTP/1.1\r\nHost: x\r\nX-Big: ${'b'.repeat(17_000)}\r\n\r\n`, 431],
+      ['bytes that are no HTTP', 'GARBAGE\r\n\r\n', 400],
+      ['CONNECT', 'CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n', 405],
+    ] as const;
+    const readers: ResponseReader[] = [];
+    try {
+      for (const [what, bytes, status] of requests) {
+        const reader = new ResponseReader(connect({ port: server.port, host: '127.0.0.1', allowHalfOpen: true }));
+        readers.push(reader);
+        reader.socket.write(bytes);
+        assert.equal((await reader.next()).status, status, what);
+      }
+      const signalledAt = performance.now();
+      server.child.kill('SIGTERM');
+      const exit = await withTimeout(server.exited, timeoutMs + 5_000, 'exit after SIGTERM');
+      const tookMs = Math.round(exit.at - signalledAt);
+      const state = `exited ${JSON.stringify(exitOf(exit))} ${tookMs} ms after SIGTERM\nstdout:\n${server.stdout()}`;
+      assert.deepEqual(exitOf(exit), { code: 0, signal: null }, state);
+      assert.ok(tookMs < 3_000, state);
+      console.log(`  ${requests.length} half-open connections after error answers: exit 0 ${tookMs} ms after SIGTERM`);
+    } finally {
+      for (const reader of readers) reader.socket.destroy();
+      server.kill();
+    }
+  });
 
   it('SIGTERM: gives up on a request still in flight after SHUTDOWN_TIMEOUT_MS, exits 1', {
     timeout: 60_000,

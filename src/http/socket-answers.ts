@@ -4,13 +4,15 @@ import type { Http2ServerResponse } from 'node:http2';
 import type { Socket } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import { type ApiError, apiError, envelope, methodNotAllowed, unsupportedVersion } from '../errors.js';
+import { lingerThenClose } from '../lib/linger.js';
 
 /**
  * Answers on a socket where Node gives Fastify no request to reply to: errors on a connection
  * before there is a request (a malformed request, 400; another major version of HTTP, 505;
  * headers over the size limit, 431; a request timeout, 408), and CONNECT (405). Each is the
  * envelope with the fixed headers a reply would have, written straight to the socket, which then
- * closes (over HTTP/2, a CONNECT's stream ends); logged as one line. A pipelining client gets the answers to its earlier requests first,
+ * closes within REQUEST_TIMEOUT_MS (`lingerThenClose`; over HTTP/2, a CONNECT's stream ends);
+ * logged as one line. A pipelining client gets the answers to its earlier requests first,
  * in order. Later errors on the same connection (more bytes, its timeout) add nothing; once the
  * answer is written, they end the connection.
  */
@@ -106,8 +108,8 @@ export class SocketAnswers {
 
   /**
    * A CONNECT asks for a tunnel, which this service, no proxy, does not offer: 405, naming the
-   * methods it takes. Node hands the connection over with its own listeners removed, so it is
-   * read to its end here, and closed once idle for the server's timeout.
+   * methods it takes. Node hands the connection over with its own listeners removed; it closes
+   * as every answered socket does.
    */
   refuseConnect(app: FastifyInstance): void {
     app.server.on('connect', (request: IncomingMessage, socket: Socket | Http2ServerResponse) => {
@@ -119,8 +121,6 @@ export class SocketAnswers {
         return;
       }
       const connection = socket as Socket;
-      connection.once('timeout', () => connection.destroy());
-      connection.resume();
       this.#answer(app, connection, refusal, id, 'CONNECT');
     });
   }
@@ -168,7 +168,7 @@ export class SocketAnswers {
         socket.destroy();
         return;
       }
-      socket.end(
+      socket.write(
         `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\n` +
           'Content-Type: application/json; charset=utf-8\r\n' +
           `Content-Length: ${Buffer.byteLength(body)}\r\n` +
@@ -177,6 +177,7 @@ export class SocketAnswers {
           'Connection: close\r\n\r\n' +
           body,
       );
+      lingerThenClose(socket, app.server.requestTimeout);
     });
   }
 }

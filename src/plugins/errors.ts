@@ -1,5 +1,5 @@
 import type { ErrorObject } from 'ajv';
-import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest, preParsingHookHandler } from 'fastify';
 import fp from 'fastify-plugin';
 import FindMyWay, { type HTTPMethod } from 'find-my-way';
 import {
@@ -125,7 +125,7 @@ function toApiError(error: FastifyError | ApiError, request: FastifyRequest): Ap
 export function sendError(error: FastifyError | ApiError, request: FastifyRequest, reply: FastifyReply): FastifyReply {
   const shaped = toApiError(error, request);
   if (shaped.statusCode >= 500 && !(error instanceof ApiError)) request.failure = error;
-  lingerIfUnread(request.raw);
+  lingerIfUnread(request.raw, request.server.server.requestTimeout);
   // Written here rather than by the route's serializer: a detail's value is what the client sent,
   // nested as deep as the body limit allows, and the serializer's recursion would overflow on it.
   return reply
@@ -156,17 +156,23 @@ export const errorsPlugin = fp(
     });
 
     app.setErrorHandler(sendError);
-    app.setNotFoundHandler((request, reply) => {
+    const unrouted = (request: FastifyRequest): ApiError => {
       // Matched as routed (/api/v1/hello as /api/hello), reported as sent.
       const path = request.url.split('?', 1)[0] ?? '/';
       const allow = [...methods].filter((method) => paths.find(method, path) !== null);
       // A route that takes this method can still find nothing (a file the documentation does not have).
-      const error =
-        allow.length > 0 && !allow.includes(request.method as HTTPMethod)
-          ? methodNotAllowed(request.method, allow)
-          : notFound(request);
-      return sendError(error, request, reply);
-    });
+      return allow.length > 0 && !allow.includes(request.method as HTTPMethod)
+        ? methodNotAllowed(request.method, allow)
+        : notFound(request);
+    };
+    // The route first, then the body: a request no route takes is answered before its body is read,
+    // so a body that is no JSON or over the limit does not hide the 404 or 405. Fastify runs the
+    // hooks given with the handler after the app's own (those of HTTP's rules and versioning).
+    const beforeTheBody: preParsingHookHandler = (request, _reply, payload, done) => done(unrouted(request), payload);
+    app.setNotFoundHandler(
+      { preParsing: beforeTheBody } as Parameters<typeof app.setNotFoundHandler>[0],
+      (request, reply) => sendError(unrouted(request), request, reply),
+    );
   },
   { name: 'errors' },
 );

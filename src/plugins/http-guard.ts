@@ -25,6 +25,9 @@ const SINGLE_FIELDS = [
   ['content-type', 'Content-Type'],
 ] as const;
 
+/** The one transfer coding the service reads: chunked alone. */
+const CHUNKED = /^[ \t]*chunked[ \t]*$/i;
+
 /** Every value given for a field, in order. */
 function fieldValues(request: IncomingMessage, name: string): string[] {
   const values: string[] = [];
@@ -80,6 +83,15 @@ function refusal(request: FastifyRequest, unmet: WeakSet<IncomingMessage>): ApiE
       if (details.length > 0) return validationError(details);
     }
   }
+  // RFC 9112 (6.1): Node's parser reads the chunks of `gzip, chunked` and leaves the gzip to the
+  // service, which decodes no transfer coding; read as is, the body would be taken for plain.
+  const coding = headers['transfer-encoding'];
+  if (coding !== undefined && raw.httpVersionMajor === 1 && !CHUNKED.test(coding)) {
+    return apiError(
+      501,
+      `Transfer-Encoding: ${coding} is not implemented; the one transfer coding this service reads is chunked.`,
+    );
+  }
   if (headers.expect !== undefined && unmet.has(raw)) {
     return apiError(
       417,
@@ -106,10 +118,10 @@ export const httpGuardPlugin = fp(
   async (app: FastifyInstance) => {
     const unmet = new WeakSet<IncomingMessage>();
     // Given this listener, Node leaves a request whose Expect it cannot meet to the service, which
-    // routes it as usual; the check below refuses it with a 417.
+    // takes it as any other request (in its turn on its connection); the check below refuses it with a 417.
     app.server.on('checkExpectation', (request, response) => {
       unmet.add(request);
-      app.routing(request, response);
+      app.server.emit('request', request, response);
     });
     app.addHook('preParsing', (request, reply, payload, done) => {
       closeAfterUpgradeRequest(request, reply);

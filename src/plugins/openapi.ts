@@ -156,6 +156,7 @@ const RESPONSE_NAMES: Partial<Record<DocumentedStatus, string>> = {
   429: 'TooManyRequests',
   431: 'RequestHeaderFieldsTooLarge',
   500: 'InternalError',
+  501: 'NotImplemented',
   505: 'HttpVersionNotSupported',
 };
 
@@ -231,7 +232,7 @@ class Shaper {
 
   /** The error statuses every operation may answer, under `/api` or not, whatever its route. */
   #commonStatuses(api: boolean): DocumentedStatus[] {
-    const statuses: DocumentedStatus[] = [400, 404, 405, 408, 417, 431, 500, 505];
+    const statuses: DocumentedStatus[] = [400, 404, 405, 408, 417, 431, 500, 501, 505];
     if (api) statuses.push(406);
     if (api && this.#options.rateLimited) statuses.push(429);
     return statuses;

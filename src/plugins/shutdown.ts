@@ -16,6 +16,17 @@ function afterTurns(turns: number, then: () => void): void {
 }
 
 /**
+ * Closes `socket` as soon as the service has ended its side and everything written to it is
+ * sent: an answer written straight to the socket, or one sent before its request's body was read,
+ * leaves the connection open to read what the client still sends (lib/linger.ts), and a client
+ * that keeps its side open would hold the process up until the shutdown timeout.
+ */
+function closeOnceEnded(socket: Socket): void {
+  if (socket.writableFinished) socket.destroy();
+  else socket.once('finish', () => socket.destroy());
+}
+
+/**
  * Graceful draining. Fastify's close stops the listener and closes the connections idle between
  * two requests at that moment; a keep-alive connection whose request was still in flight would
  * then stay open until its keep-alive timeout, holding the process up. So while draining, every
@@ -23,7 +34,8 @@ function afterTurns(turns: number, then: () => void): void {
  * connection that has not sent a byte yet (one a load balancer opened ahead of need) as a
  * request on its way, which would hold the process up until the shutdown timeout: those are
  * closed when draining begins, as no request has been accepted on them. Both closes wait for the
- * bytes already received to be read, so that a request sent before the shutdown is served.
+ * bytes already received to be read, so that a request sent before the shutdown is served. A
+ * connection whose last answer is sent, still open only for its client, is closed then too.
  */
 export const shutdownPlugin = fp(
   async (app, { requestLog }: { requestLog: RequestLog }) => {
@@ -32,6 +44,7 @@ export const shutdownPlugin = fp(
     const follow = (socket: Socket) => {
       connections.add(socket);
       socket.once('close', () => connections.delete(socket));
+      if (draining) closeOnceEnded(socket);
     };
     app.server.on('connection', follow);
     // Over TLS, requests come on the TLS socket made of the connection, once its handshake is done.
@@ -56,7 +69,10 @@ export const shutdownPlugin = fp(
       // is not passed on). Three turns of the event loop: one to accept a waiting connection, one to
       // read it, one to spare.
       afterTurns(3, () => {
-        for (const socket of connections) if (socket.bytesRead === 0) socket.destroy();
+        for (const socket of connections) {
+          if (socket.bytesRead === 0) socket.destroy();
+          else closeOnceEnded(socket);
+        }
         done();
       });
     });

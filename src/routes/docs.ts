@@ -19,6 +19,9 @@ export interface DocsOptions {
  */
 export const PAGE_PATHS = ['', '/static/index.html', '/static/swagger-initializer.js', '/json', '/yaml', '/static/*'];
 
+/** The page's old address, which redirects to the page (`/docs/`), its query string kept. */
+const INDEX_HTML = '/static/index.html';
+
 /**
  * The page as @fastify/swagger-ui serves it, in the app of its own that it is served by. Swagger UI
  * reads the document through `swagger()`, the decorator of @fastify/swagger, which it names as its
@@ -73,7 +76,7 @@ async function swaggerUiPage(
  * get what every request gets (the id, a page's headers, set with every other response's in
  * `response-headers.ts`, the log line, the metrics), then hands each request to that app, which
  * answers it with the same id and the service's own error handling, and reports a failure back to
- * the request's log line.
+ * the request's log line. The redirect of `INDEX_HTML` is the service's own.
  */
 export async function docsRoutes(app: FastifyInstance, { contextPath, errors }: DocsOptions): Promise<void> {
   const prefix = contextPath === '/' ? '' : contextPath;
@@ -94,6 +97,15 @@ export async function docsRoutes(app: FastifyInstance, { contextPath, errors }: 
     return served;
   });
   for (const path of PAGE_PATHS) {
+    if (path === INDEX_HTML) {
+      // Swagger UI sends the page's old address to the page by rewriting the request's target: a
+      // query string made it redirect to itself, and an absolute-form target put its host in Location.
+      app.get(`/docs${path}`, { schema: { hide: true } }, (request, reply) => {
+        const query = request.url.indexOf('?');
+        return reply.redirect(`${prefix}/docs/${query === -1 ? '' : request.url.slice(query)}`);
+      });
+      continue;
+    }
     app.get(`/docs${path}`, { schema: { hide: true } }, async (request, reply) => {
       const served = await page();
       for (const [name, value] of Object.entries(reply.getHeaders())) {

@@ -40,7 +40,12 @@ export const helloRoutes: FastifyPluginAsyncTypebox = async (app) => {
         description: 'Greets `name`, percent-decoded and returned exactly, whatever its script.',
         tags: ['greeting'],
         params: Type.Object({
-          name: Type.String({ description: 'Any text, percent-encoded in the path.', examples: ['Ada'] }),
+          name: Type.String({
+            description: 'Any text, percent-encoded in the path; not empty.',
+            minLength: 1,
+            errorMessage: 'must not be empty',
+            examples: ['Ada'],
+          }),
         }),
         response: { 200: Greeting, ...errorResponses(400) },
       },

@@ -97,6 +97,27 @@ for (const [transport, connectClient] of transports) {
         assert.equal(error.message, `${method} is not allowed here; allowed: ${allow}.`);
       });
     }
+
+    // The route first, then the body: a body that is no JSON, or over BODY_LIMIT, hides neither.
+    const overLimit = `{"a":"${'x'.repeat(1024 * 1024)}"}`;
+    for (const [method, path, body, status, allow] of [
+      ['POST', '/api/hello', '{', 405, 'GET, HEAD'],
+      ['POST', '/api/nope', '{', 404, undefined],
+      ['DELETE', '/api/hello', overLimit, 405, 'GET, HEAD'],
+      ['DELETE', '/api/nope', overLimit, 404, undefined],
+    ] as const) {
+      it(`answers ${method} ${path} with a body of ${body.length} bytes that the route would refuse with ${status}`, async () => {
+        const res = await client.send({ method, path, headers: { 'content-type': 'application/json' }, body });
+        if (status === 404) {
+          const error = assertEnvelope(res, 404, 'NOT_FOUND');
+          assert.equal(error.message, `No route for ${method} ${path}.`);
+        } else {
+          const error = assertEnvelope(res, 405, 'METHOD_NOT_ALLOWED');
+          assert.equal(res.headers.allow, allow);
+          assert.equal(error.message, `${method} is not allowed here; allowed: ${allow}.`);
+        }
+      });
+    }
   });
 }
 

@@ -14,8 +14,8 @@ import { type Client, injectClient } from '../helpers.js';
 
 const run = promisify(execFile);
 
-const API_ERRORS = [400, 404, 405, 406, 408, 417, 429, 431, 500, 505];
-const OTHER_ERRORS = [400, 404, 405, 408, 417, 431, 500, 505];
+const API_ERRORS = [400, 404, 405, 406, 408, 417, 429, 431, 500, 501, 505];
+const OTHER_ERRORS = [400, 404, 405, 408, 417, 431, 500, 501, 505];
 
 /** Each operation: method, path from the host's root, id, the statuses of its own, its success body's schema. */
 const OPERATIONS = [

@@ -102,6 +102,27 @@ for (const [transport, connect] of transports) {
       assertLimited(await c.send({ path: '/api/%E0%A4%A' }), 8, 60);
     });
 
+    it('does not count CORS preflights, which carry no RateLimit headers', async () => {
+      const c = await client({ rateLimitMax: 2 });
+      const preflight = {
+        method: 'OPTIONS',
+        path: '/api/echo',
+        headers: { origin: 'https://app.example', 'access-control-request-method': 'POST' },
+      };
+      for (let i = 0; i < 5; i++) {
+        const res = await c.send(preflight);
+        assert.equal(res.status, 204);
+        assertNoLimits(res);
+      }
+      assertLimits(await c.send({ path: '/api/hello' }), 2, 1, 60);
+      assertLimits(await c.send({ path: '/api/hello' }), 2, 0, 60);
+      assertLimited(await c.send({ path: '/api/hello' }), 2, 60);
+      // Over the limit, a preflight is still answered: the request it asks about gets the 429.
+      const res = await c.send(preflight);
+      assert.equal(res.status, 204);
+      assertNoLimits(res);
+    });
+
     it('starts counting again when the window ends', async () => {
       const c = await client({ rateLimitMax: 2, rateLimitWindowMs: 400 });
       assertLimits(await c.send({ path: '/api/hello' }), 2, 1, 1);

@@ -12,7 +12,15 @@ import { buildApp } from '../../src/app.js';
 import { DOCS_CSP } from '../../src/plugins/response-headers.js';
 import { PAGE_PATHS } from '../../src/routes/docs.js';
 import { BROWSER_SKIP, launchBrowser } from '../browser.js';
-import { assertEnvelope, type Client, testConfig, transports } from '../helpers.js';
+import {
+  assertEnvelope,
+  type Client,
+  listening,
+  parseRawResponse,
+  rawExchange,
+  testConfig,
+  transports,
+} from '../helpers.js';
 
 for (const [transport, connect] of transports) {
   describe(`GET /docs (${transport})`, () => {
@@ -65,6 +73,18 @@ for (const [transport, connect] of transports) {
       assert.equal((await client.send({ path, headers: { range: 'bytes=0-3' } })).text, 'html');
     });
 
+    it('redirects the page’s old address to the page, its query string kept', async () => {
+      for (const [path, location] of [
+        ['/docs/static/index.html', '/docs/'],
+        ['/docs/static/index.html?x=1', '/docs/?x=1'],
+        ['/docs/static/index.html/', '/docs/'],
+      ] as const) {
+        const res = await client.send({ path });
+        assert.equal(res.status, 302, path);
+        assert.equal(res.headers.location, location, path);
+      }
+    });
+
     it('reads the same document as GET /openapi.json', async () => {
       const page = await client.send({ path: '/docs/json' });
       const document = await client.send({ path: '/openapi.json' });
@@ -114,6 +134,25 @@ describe('GET /docs under a context path', () => {
       assert.match(slash.body, /href="\.\/static\/swagger-ui\.css"/);
       assert.equal((await app.inject('/svc/docs/static/swagger-ui.css')).statusCode, 200);
       assert.equal((await app.inject('/docs')).statusCode, 404);
+      const old = await app.inject('/svc/docs/static/index.html?x=1');
+      assert.deepEqual([old.statusCode, old.headers.location], [302, '/svc/docs/?x=1']);
+    } finally {
+      await app.close();
+    }
+  });
+});
+
+describe('GET /docs/static/index.html in absolute form', () => {
+  it('redirects to the page on this service, never to the host the target names', async () => {
+    const { app, port } = await listening();
+    try {
+      const response = await rawExchange(
+        port,
+        'GET http://evil.example/docs/static/index.html?x=1 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n',
+      );
+      const res = parseRawResponse(response);
+      assert.equal(res.status, 302, response);
+      assert.equal(res.headers.location, '/docs/?x=1');
     } finally {
       await app.close();
     }

@@ -82,6 +82,13 @@ for (const [transport, connect] of transports) {
       }
     });
 
+    it('answers an empty name (/api/hello//) with a 400 naming it', async () => {
+      for (const path of ['/api/hello//', '/api/v1/hello//']) {
+        const res = await client.send({ path });
+        assertEnvelope(res, 400, 'VALIDATION_ERROR', [{ field: 'name', message: 'must not be empty', value: '' }]);
+      }
+    });
+
     it('answers 404 for a deeper path', async () => {
       const res = await client.send({ path: '/api/hello/a/b' });
       assertEnvelope(res, 404, 'NOT_FOUND');
