@@ -64,7 +64,9 @@ function until(emitter: Socket, events: string[], timeoutMs: number): Promise<vo
 /** Connects over TCP, and with `alpn` does the TLS handshake over it, offering those protocols. */
 function open(port: number, alpn?: string[]): Promise<Connection> {
   return new Promise((resolve, reject) => {
-    const tcp = connect(port, '127.0.0.1');
+    // Half open: its side stays open once the server ends its own, so that it can still be reset (Node's
+    // resetAndDestroy on a socket it has already ended never completes, and its exit then waits for ever).
+    const tcp = connect({ port, host: '127.0.0.1', allowHalfOpen: true });
     tcp.on('error', () => {});
     let got = false;
     const connection = (stream: Socket | TLSSocket): Connection => {
