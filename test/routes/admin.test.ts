@@ -217,6 +217,7 @@ describe('the readiness switch: where it is served', () => {
           '417',
           '431',
           '500',
+          '501',
           '505',
         ]);
         assert.equal(operation.responses['401'].headers['WWW-Authenticate'].required, true);
