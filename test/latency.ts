@@ -14,6 +14,8 @@ export interface Latency {
   p50: number;
   p99: number;
   max: number;
+  /** Each request's time, fastest first. */
+  times: number[];
 }
 
 /**
@@ -39,7 +41,7 @@ async function timeRequests(one: () => Promise<string | undefined>, until: Promi
   }
   times.sort((a, b) => a - b);
   const at = (q: number) => times[Math.min(times.length - 1, Math.floor(q * times.length))] ?? Number.NaN;
-  return { requests: times.length, failures, p50: at(0.5), p99: at(0.99), max: times.at(-1) ?? Number.NaN };
+  return { requests: times.length, failures, p50: at(0.5), p99: at(0.99), max: times.at(-1) ?? Number.NaN, times };
 }
 
 /** GET /api/hello, one after another on a kept-alive HTTP/1.1 connection, until `until` settles. */
@@ -83,13 +85,21 @@ export async function measureHttp2Latency(origin: string, until: Promise<unknown
 const round = (ms: number) => Math.round(ms * 10) / 10;
 
 /**
- * Every request answered, with a p99 within five times the quiet one, or 200 ms: a blocked server
- * shows as seconds, while a test machine running other suites at once adds up to a hundred ms.
+ * Every request answered, at most 1% of them and one more slower than five times the quiet p99,
+ * or 200 ms: a blocked server shows as seconds, while a test machine running other suites at once
+ * adds up to a hundred ms. The one more: an attack that makes the server read a flood at once
+ * (Rapid Reset) stalls it once, and on a busy machine that stall can fall on two requests of the
+ * few a hundred and fifty, where a p99 is its second-longest.
  */
 export function assertNormalLatency(during: Latency, quiet: Latency): void {
   const summary = `quiet: ${quiet.requests} requests, p50 ${round(quiet.p50)} ms, p99 ${round(quiet.p99)} ms; under attack: ${during.requests} requests, p50 ${round(during.p50)} ms, p99 ${round(during.p99)} ms, max ${round(during.max)} ms`;
   console.log(`  latency of a well-behaved client: ${summary}`);
   assert.deepEqual(during.failures, [], summary);
   assert.ok(during.requests >= 50, `served too few requests meanwhile: ${summary}`);
-  assert.ok(during.p99 <= Math.max(5 * quiet.p99, 200), `latency under attack: ${summary}`);
+  const bound = Math.max(5 * quiet.p99, 200);
+  const slow = during.times.filter((ms) => ms > bound).length;
+  assert.ok(
+    slow <= Math.floor(during.requests / 100) + 1,
+    `latency under attack: ${slow} over ${round(bound)} ms; ${summary}`,
+  );
 }
