@@ -2,7 +2,6 @@ import type { Check } from '../context.js';
 import { currencyChecks } from './currencies.js';
 import { echoChecks } from './echo.js';
 import { errorChecks, httpChecks, requestIdChecks } from './errors.js';
-import { everyAnswerChecks } from './every-answer.js';
 import { exchangeChecks } from './exchange.js';
 import { corsChecks, securityChecks } from './headers.js';
 import { helloChecks } from './hello.js';
@@ -14,10 +13,7 @@ import { searchChecks } from './search.js';
 import { traceContextChecks } from './trace-context.js';
 import { versioningChecks } from './versioning.js';
 
-/**
- * Every check, in the order they run: the profile writes before the rate limit is spent; last, the
- * headers of every answer the run received.
- */
+/** Every check, in the order they run: the profile writes before the rate limit is spent, which comes last. */
 export const ALL_CHECKS: readonly Check[] = [
   ...helloChecks,
   ...searchChecks,
@@ -37,5 +33,4 @@ export const ALL_CHECKS: readonly Check[] = [
   ...profileChecks,
   ...timeoutChecks,
   ...rateLimitChecks,
-  ...everyAnswerChecks,
 ];
