@@ -11,7 +11,14 @@ import { assertEnvelope, parseRawResponse, rawExchange } from './helpers.js';
 import { assertNormalLatency, type Latency, measureLatency } from './latency.js';
 import { slowClient } from './raw-http.js';
 import { REDIS_SERVER_MISSING, REDIS_SKIP_REASON, RedisServer } from './redis-server.js';
-import { exitOf, killAllServers, type RunningServer, readLog, startServer, withTimeout } from './server-process.js';
+import {
+  assertStopsCleanly,
+  exitOf,
+  killAllServers,
+  type RunningServer,
+  readLog,
+  startServer,
+} from './server-process.js';
 import { makeTlsFiles, OPENSSL_MISSING, OPENSSL_SKIP_REASON } from './tls-files.js';
 import { OtlpReceiver } from './tracing/otlp-receiver.js';
 
@@ -469,13 +476,7 @@ describe('hostile clients under each optional feature, against the server proces
         });
         const health = await rawExchange(port, `GET /healthz HTTP/1.1\r\nHost: x\r\n${close}`, tls);
         assert.equal(parseRawResponse(health).status, 200);
-        assert.equal(server.child.exitCode, null, server.stderr());
-        server.child.kill('SIGTERM');
-        assert.deepEqual(
-          exitOf(await withTimeout(server.exited, 10_000, 'exit')),
-          { code: 0, signal: null },
-          server.stderr(),
-        );
+        await assertStopsCleanly(server);
         assert.deepEqual(
           server.lines.filter((line) => Number(line.level) >= 50),
           [],

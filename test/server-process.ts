@@ -1,3 +1,4 @@
+import assert from 'node:assert/strict';
 import { type ChildProcess, spawn } from 'node:child_process';
 import { closeSync, openSync } from 'node:fs';
 import { readFile, rm, writeFile } from 'node:fs/promises';
@@ -252,6 +253,17 @@ export function withTimeout<T>(promise: Promise<T>, ms: number, what: string): P
 }
 
 export const exitOf = (exit: Exit) => ({ code: exit.code, signal: exit.signal });
+
+/** Asserts `server` still runs, then that SIGTERM ends it with exit 0; its stderr says why when not. */
+export async function assertStopsCleanly(server: ServerProcess): Promise<void> {
+  assert.equal(server.child.exitCode, null, server.stderr());
+  server.child.kill('SIGTERM');
+  assert.deepEqual(
+    exitOf(await withTimeout(server.exited, 10_000, 'exit')),
+    { code: 0, signal: null },
+    server.stderr(),
+  );
+}
 
 /** A look inside a server process: what `expression` gives there, asked on SIGUSR2. */
 export interface ProcessProbe<T> {

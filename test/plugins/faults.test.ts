@@ -18,7 +18,7 @@ import {
   testConfig,
 } from '../helpers.js';
 import { conformanceOf } from '../openapi-conformance.js';
-import { exitOf, killAllServers, startServer, withTimeout } from '../server-process.js';
+import { assertStopsCleanly, exitOf, killAllServers, startServer, withTimeout } from '../server-process.js';
 
 /**
  * Fault injection end to end, over real sockets: what each fault answers, how long a delay holds a
@@ -818,13 +818,7 @@ describe('requests refused before routing, with fault injection on', () => {
     // A crash would come once the answers were sent, as their lines are written.
     await server.waitForLog((line) => line.url === BADLY_ENCODED_PATHS.at(-1) && line.status === 400);
     assert.equal((await sendTo(origin, { path: '/healthz' })).status, 200);
-    assert.equal(server.child.exitCode, null, server.stderr());
-    server.child.kill('SIGTERM');
-    assert.deepEqual(
-      exitOf(await withTimeout(server.exited, 10_000, 'exit')),
-      { code: 0, signal: null },
-      server.stderr(),
-    );
+    await assertStopsCleanly(server);
   });
 });
 
