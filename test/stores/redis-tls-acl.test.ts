@@ -199,21 +199,21 @@ describe('Redis in production: TLS and ACLs', {
     });
 
     it('is refused by a Redis that requires a client certificate, without one or with one of another CA, saying so', async () => {
+      // With TLS 1.3 a client's handshake ends before Redis checks its certificate, so Redis's
+      // alert may come after a reset of the client's first write: either is the same state.
+      const refused = (alert: string) =>
+        new RegExp(
+          `^(${alert.replace(/[()]/g, '\\$&')}|Redis closed the TLS connection before it was ready, as when it requires a client certificate \\(REDIS_TLS_CERT_FILE\\) or refuses the one shown: (write|read) (ECONNRESET|EPIPE))$`,
+        );
       const without = await service({ redisUrl: mutual.url, redisTlsCaFile: files.ca });
-      const reason =
-        'Redis refused the TLS connection: it requires a client certificate (REDIS_TLS_CERT_FILE): tlsv13 alert certificate required';
+      const reason = refused(
+        'Redis refused the TLS connection: it requires a client certificate (REDIS_TLS_CERT_FILE): tlsv13 alert certificate required',
+      );
       await untilNotReady(without.client, reason);
-      // With TLS 1.3, Redis's alert may come after a reset: one state, warned of once either way.
       const { warnings, ends } = outages(without.logs);
       assert.equal(ends, 0);
       assert.equal(warnings.length, 1, JSON.stringify(warnings));
-      assert.ok(
-        warnings[0] === reason ||
-          /^Redis closed the TLS connection before it was ready, as when it requires a client certificate \(REDIS_TLS_CERT_FILE\) or refuses the one shown: (write|read) (ECONNRESET|EPIPE)$/.test(
-            String(warnings[0]),
-          ),
-        String(warnings[0]),
-      );
+      assert.match(String(warnings[0]), reason);
       // The other CA's own certificate, and its key.
       const foreign = await service({
         redisUrl: mutual.url,
@@ -223,7 +223,7 @@ describe('Redis in production: TLS and ACLs', {
       });
       await untilNotReady(
         foreign.client,
-        'Redis refused the client certificate of REDIS_TLS_CERT_FILE: tlsv1 alert unknown ca',
+        refused('Redis refused the client certificate of REDIS_TLS_CERT_FILE: tlsv1 alert unknown ca'),
       );
     });
 
