@@ -248,6 +248,25 @@ function withDecimals<T>(value: ExactJson, decimals: readonly string[]): T {
   return out as T;
 }
 
+/**
+ * A JSON number's text as a plain decimal, its exponent applied: `1e-7` is `0.0000001`, `1.50e1` is
+ * `15.0`. Every digit written is kept; what is not a finite JSON number is left as it is.
+ */
+function plainDecimal(text: string): string {
+  const match = /^(-?)(\d+)(?:\.(\d+))?[eE]([+-]?\d+)$/.exec(text);
+  if (match === null) return text;
+  const [, sign, whole = '', fraction = '', exponent = ''] = match;
+  const digits = whole + fraction;
+  const point = whole.length + Number(exponent);
+  // An exponent past any amount the service takes: its plain form would only be a longer refusal.
+  if (Math.abs(point) > 1000) return text;
+  const padded = point <= 0 ? '0'.repeat(1 - point) + digits : digits.padEnd(point, '0');
+  const at = Math.max(point, 1);
+  const integer = padded.slice(0, at).replace(/^0+(?=\d)/, '');
+  const rest = padded.slice(at);
+  return `${sign}${integer}${rest === '' ? '' : `.${rest}`}`;
+}
+
 function ensureSlash(url: URL): URL {
   return url.pathname.endsWith('/') ? url : new URL(`${url.pathname}/`, url);
 }
@@ -287,7 +306,14 @@ export function createClient(options: ClientOptions) {
           cause: error,
         });
       }
-      const text = await response.text();
+      let text: string;
+      try {
+        text = await response.text();
+      } catch (error) {
+        throw new NetworkError(`${request.method} ${url.pathname} answer cut short: ${(error as Error).message}`, {
+          cause: error,
+        });
+      }
       if (response.ok || response.status === 304) {
         return { status: response.status, headers: response.headers, text };
       }
@@ -395,6 +421,10 @@ export function createClient(options: ClientOptions) {
       return JSON.parse((await call({ method: 'GET', path: '/api/hello', ...callOptions })).text);
     },
     async greeting(name: string, callOptions: CallOptions = {}): Promise<Greeting> {
+      // WHATWG URLs drop the segments '.' and '..', percent-encoded or not: no fetch can send them.
+      if (name === '.' || name === '..') {
+        throw new RangeError(`greeting(${JSON.stringify(name)}): a dot-segment cannot be sent as a URL path segment`);
+      }
       const path = `/api/hello/${encodeURIComponent(name)}`;
       return JSON.parse((await call({ method: 'GET', path, ...callOptions })).text);
     },
@@ -417,7 +447,10 @@ export function createClient(options: ClientOptions) {
       query: { from: string; to: string; amount: DecimalString | number | bigint | JsonNumber },
       callOptions: CallOptions = {},
     ): Promise<ExchangeResult> {
-      const amount = query.amount instanceof JsonNumber ? query.amount.text : String(query.amount);
+      const amount =
+        typeof query.amount === 'string' || typeof query.amount === 'bigint'
+          ? String(query.amount)
+          : plainDecimal(query.amount instanceof JsonNumber ? query.amount.text : String(query.amount));
       const { text } = await call({
         method: 'GET',
         path: '/api/exchange',

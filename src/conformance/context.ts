@@ -1,4 +1,5 @@
 import type { Decimal } from 'decimal.js';
+import { AnswerAudit } from './answers.js';
 import type { Http, Request, Response } from './http.js';
 import { type Exact, isExactObject, parseExact } from './json.js';
 
@@ -75,6 +76,8 @@ export interface Context {
   table(): Promise<Currency[]>;
   /** Shared between the checks of a group, such as the profile found before the writes. */
   readonly state: Map<string, unknown>;
+  /** Every answer of the run so far, held to the headers every answer must carry. */
+  readonly answers: AnswerAudit;
 }
 
 async function readTable(ctx: Context): Promise<Currency[]> {
@@ -105,10 +108,13 @@ function currencyOf(item: Exact): Currency {
 
 export function makeContext(http: Http, options: RunOptions): Context {
   let table: Promise<Currency[]> | undefined;
+  const answers = new AnswerAudit();
+  http.onAnswer = answers.inspect;
   const ctx: Context = {
     http,
     options,
     state: new Map(),
+    answers,
     send: (request) => http.send(request),
     get: (path, headers) => http.send({ path, ...(headers !== undefined && { headers }) }),
     table() {

@@ -100,6 +100,8 @@ export class Http {
   #quota: { remaining: number; resetAt: number } | undefined;
   /** Told of each wait for the rate-limit window, for the progress line. */
   onWait: (seconds: number) => void = () => {};
+  /** Told of every answer, as it comes. */
+  onAnswer: (response: Response) => void = () => {};
   /** The answers that name faults injected into them (X-Fault-Injected), in the order they came. */
   readonly injected: Response[] = [];
 
@@ -153,7 +155,9 @@ export class Http {
     if (api && !request.spendQuota && this.#quota !== undefined && this.#quota.remaining <= QUOTA_RESERVE) {
       const wait = this.#quota.resetAt - Date.now();
       this.#quota = undefined;
-      if (wait > 0) await this.#sleep(wait + 100);
+      // A window longer than the run has left may be a RateLimit-Reset in other units than seconds:
+      // go on, and let a 429's Retry-After say how long to wait.
+      if (wait > 0 && wait + 100 <= this.timeLeft) await this.#sleep(wait + 100);
     }
     for (let attempt = 0; ; attempt += 1) {
       const response = this.#note(await this.#once(request));
@@ -168,6 +172,7 @@ export class Http {
   }
 
   #note(response: Response): Response {
+    this.onAnswer(response);
     if (response.headers[INJECTED_HEADER] !== undefined) this.injected.push(response);
     return response;
   }
@@ -312,7 +317,12 @@ export class Http {
         req.destroy(new Error(`no answer to ${method} ${path} within ${this.#budget.requestTimeoutMs} ms`)),
       );
       req.on('error', (error: NodeJS.ErrnoException) => {
-        reject(error.code === undefined ? error : new Error(`${method} ${path}: ${error.code} ${error.message}`));
+        // An answer to HEAD has no body: bytes after its headers are what the parser stumbles on.
+        if (method === 'HEAD' && error.code?.startsWith('HPE_')) {
+          reject(new Error(`HEAD ${path} answered with a body (bytes after the headers: ${error.code})`));
+        } else {
+          reject(error.code === undefined ? error : new Error(`${method} ${path}: ${error.code} ${error.message}`));
+        }
       });
       req.end(payload);
     });

@@ -1,5 +1,7 @@
 import assert from 'node:assert/strict';
+import { once } from 'node:events';
 import { readFileSync } from 'node:fs';
+import { createServer, type Server } from 'node:http';
 import { after, before, describe, it } from 'node:test';
 import { context, createTraceState, propagation, ROOT_CONTEXT, TraceFlags, trace } from '@opentelemetry/api';
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
@@ -146,6 +148,86 @@ describe('the client, against the service in memory', () => {
     const closed = await serve();
     await closed.app.close();
     await rejection(closed.client.hello(), NetworkError);
+  });
+});
+
+describe('the client and what the platform does to URLs and numbers', () => {
+  let app: FastifyInstance;
+  let client: Client;
+  let origin: string;
+  before(async () => {
+    ({ app, client, origin } = await serve());
+  });
+  after(() => app.close());
+
+  it('writes an amount given as a number or a JsonNumber as a plain decimal, never with an exponent', async () => {
+    const small = await client.exchange({ from: 'USD', to: 'USD', amount: 1e-7 });
+    assert.equal(small.amount, '0.0000001');
+    const hundred = await client.exchange({ from: 'USD', to: 'USD', amount: new JsonNumber('1e2') });
+    assert.equal(hundred.amount, '100');
+    const sent: string[] = [];
+    const recording = createClient({
+      baseUrl: origin,
+      fetch: (input, init) => {
+        sent.push(new URL(String(input)).searchParams.get('amount') ?? '');
+        return fetch(input, init);
+      },
+    });
+    for (const amount of [1e21, 123.456e-3, new JsonNumber('-0.5E+1'), new JsonNumber('12.50e-4'), 5n]) {
+      await recording.exchange({ from: 'USD', to: 'USD', amount }).catch(() => undefined);
+    }
+    assert.deepEqual(sent, ['1000000000000000000000', '0.123456', '-5', '0.001250', '5']);
+  });
+
+  it("refuses the names '.' and '..', which no fetch can send as a path segment, before sending anything", async () => {
+    let calls = 0;
+    const counting = createClient({
+      baseUrl: origin,
+      fetch: (input, init) => {
+        calls++;
+        return fetch(input, init);
+      },
+    });
+    for (const name of ['.', '..']) {
+      const error = await rejection(counting.greeting(name), RangeError);
+      assert.match(error.message, /dot-segment/);
+    }
+    assert.equal(calls, 0);
+    assert.deepEqual(await counting.greeting('...'), { greeting: 'Hello, ...!' });
+    assert.deepEqual(await counting.greeting('.a'), { greeting: 'Hello, .a!' });
+  });
+});
+
+describe('the client when the answer is cut short', () => {
+  let server: Server;
+  let origin: string;
+  before(async () => {
+    // Headers and the start of a body, then a reset (/reset) or silence (/stall).
+    server = createServer((req, res) => {
+      res.writeHead(200, { 'content-type': 'application/json', 'content-length': '100' });
+      res.write('{"message":');
+      if (req.url?.startsWith('/api/hello/reset')) setTimeout(() => res.socket?.destroy(), 100);
+    });
+    server.listen(0, '127.0.0.1');
+    await once(server, 'listening');
+    origin = `http://127.0.0.1:${(server.address() as { port: number }).port}`;
+  });
+  after(() => {
+    server.closeAllConnections();
+    server.close();
+  });
+
+  it('makes a reset while the body is read a NetworkError, with the cause', async () => {
+    const error = await rejection(createClient({ baseUrl: origin }).greeting('reset'), NetworkError);
+    assert.match(error.message, /^GET \/api\/hello\/reset answer cut short: /);
+    assert.ok(error.cause instanceof Error);
+  });
+
+  it("makes a timeout while the body is read a NetworkError, with the signal's reason as the cause", async () => {
+    const signal = AbortSignal.timeout(1000);
+    const error = await rejection(createClient({ baseUrl: origin }).greeting('stall', { signal }), NetworkError);
+    assert.match(error.message, /^GET \/api\/hello\/stall answer cut short: /);
+    assert.equal((error.cause as Error).name, 'TimeoutError');
   });
 });
 

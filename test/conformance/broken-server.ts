@@ -1,6 +1,12 @@
 import { randomUUID } from 'node:crypto';
 import { once } from 'node:events';
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import {
+  createServer,
+  request as httpRequest,
+  type IncomingMessage,
+  type Server,
+  type ServerResponse,
+} from 'node:http';
 import { Decimal } from 'decimal.js';
 
 /**
@@ -203,7 +209,16 @@ async function answer(req: IncomingMessage, faults: ReadonlySet<Fault>): Promise
   const method = req.method === 'HEAD' ? 'GET' : (req.method ?? 'GET');
   const params = query(search);
   const name = /^\/api\/hello\/([^/]+)$/.exec(path);
-  if (name !== null && method === 'GET') return JSON.stringify({ greeting: `Hello, ${name[1]}!` });
+  const item = /^\/api\/currencies\/([^/]+)$/.exec(path);
+  if ((name !== null || item !== null) && method !== 'GET') {
+    throw new Failure(405, 'METHOD_NOT_ALLOWED', [], { Allow: 'GET, HEAD' });
+  }
+  if (name !== null) return JSON.stringify({ greeting: `Hello, ${name[1]}!` });
+  if (item !== null) {
+    const currency = TABLE.find((c) => c.code === item[1]?.toUpperCase());
+    if (currency === undefined) throw new Failure(404, 'NOT_FOUND');
+    return JSON.stringify({ ...currency, rate: Number(currency.rate) });
+  }
   const methods = ROUTES[path];
   if (methods === undefined) throw new Failure(404, 'NOT_FOUND');
   if (!methods.includes(method)) {
@@ -254,10 +269,78 @@ export async function startBrokenServer(faults: readonly Fault[] = []): Promise<
   const set = new Set(faults);
   const server = createServer({ requireHostHeader: false }, (req, res) => void handle(req, res, set));
   server.on('clientError', (_error, socket) => {
-    const body = envelope(new Failure(400, 'BAD_REQUEST'), randomUUID());
+    const id = randomUUID();
+    const body = envelope(new Failure(400, 'BAD_REQUEST'), id);
     socket.end(
-      `HTTP/1.1 400 Bad Request\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+      `HTTP/1.1 400 Bad Request\r\nContent-Type: application/json; charset=utf-8\r\nX-Request-Id: ${id}\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
     );
+  });
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  const { port } = server.address() as { port: number };
+  return { url: `http://127.0.0.1:${port}`, server };
+}
+
+/** An answer as the proxy passes it on, to alter: status, headers (lower-case names) and body. */
+export interface Answer {
+  status: number;
+  headers: Record<string, string | string[]>;
+  body: string;
+}
+
+/** What a broken proxy does to one answer: the request as the client sent it, the service's answer. */
+export type Alteration = (
+  request: { method: string; url: string; headers: IncomingMessage['headers'] },
+  answer: Answer,
+) => Answer;
+
+const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'transfer-encoding', 'content-length']);
+
+/**
+ * A proxy in front of a service, breaking one thing: each answer passes through `alter` whole
+ * (read to its end, then written with its new length). A deployment broken in exactly one way.
+ */
+export async function startBrokenProxy(target: string, alter: Alteration): Promise<{ url: string; server: Server }> {
+  const upstream = new URL(target);
+  const server = createServer(async (req, res) => {
+    const chunks: Buffer[] = [];
+    for await (const chunk of req as AsyncIterable<Buffer>) chunks.push(chunk);
+    const method = req.method ?? 'GET';
+    const url = req.url ?? '/';
+    const forwarded = httpRequest(
+      { hostname: upstream.hostname, port: upstream.port, method, path: url, headers: req.headers, agent: false },
+      (answer) => {
+        const body: Buffer[] = [];
+        answer.on('data', (chunk: Buffer) => body.push(chunk));
+        answer.on('end', () => {
+          const headers: Record<string, string | string[]> = {};
+          for (const [name, value] of Object.entries(answer.headers)) {
+            if (value !== undefined && !HOP_BY_HOP.has(name)) headers[name] = value;
+          }
+          const text = Buffer.concat(body).toString('utf8');
+          const altered = alter(
+            { method, url, headers: req.headers },
+            { status: answer.statusCode ?? 502, headers, body: text },
+          );
+          const length = method === 'HEAD' ? answer.headers['content-length'] : String(Buffer.byteLength(altered.body));
+          if (method === 'HEAD' && altered.body !== '') {
+            // What Node's server will not send: an answer to HEAD with a body, written as bytes.
+            const lines = Object.entries({ ...altered.headers, 'content-length': length ?? '0', connection: 'close' })
+              .flatMap(([name, value]) => [value].flat().map((item) => `${name}: ${item}\r\n`))
+              .join('');
+            res.socket?.end(`HTTP/1.1 ${altered.status} OK\r\n${lines}\r\n${altered.body}`);
+            return;
+          }
+          res.writeHead(altered.status, {
+            ...altered.headers,
+            ...(length !== undefined && { 'content-length': length }),
+          });
+          res.end(method === 'HEAD' && altered.body === '' ? undefined : altered.body);
+        });
+      },
+    );
+    forwarded.on('error', () => res.destroy());
+    forwarded.end(Buffer.concat(chunks));
   });
   server.listen(0, '127.0.0.1');
   await once(server, 'listening');

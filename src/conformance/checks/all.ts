@@ -2,6 +2,7 @@ import type { Check } from '../context.js';
 import { currencyChecks } from './currencies.js';
 import { echoChecks } from './echo.js';
 import { errorChecks, httpChecks, requestIdChecks } from './errors.js';
+import { everyAnswerChecks } from './every-answer.js';
 import { exchangeChecks } from './exchange.js';
 import { corsChecks, securityChecks } from './headers.js';
 import { helloChecks } from './hello.js';
@@ -13,7 +14,10 @@ import { searchChecks } from './search.js';
 import { traceContextChecks } from './trace-context.js';
 import { versioningChecks } from './versioning.js';
 
-/** Every check, in the order they run: the profile writes before the rate limit is spent, which comes last. */
+/**
+ * Every check, in the order they run: the profile writes before the rate limit is spent; last, the
+ * headers of every answer the run received.
+ */
 export const ALL_CHECKS: readonly Check[] = [
   ...helloChecks,
   ...searchChecks,
@@ -33,4 +37,5 @@ export const ALL_CHECKS: readonly Check[] = [
   ...profileChecks,
   ...timeoutChecks,
   ...rateLimitChecks,
+  ...everyAnswerChecks,
 ];

@@ -177,6 +177,23 @@ export const currencyChecks: Check[] = [
     },
   },
   {
+    id: 'currencies.cursor-default-limit',
+    group: 'currencies',
+    clause: CLAUSE,
+    title: 'a cursor page asked without limit has the default limit, 20',
+    async run(ctx) {
+      const all = codes(await ctx.table());
+      const first = await page(ctx, 'sort=code&limit=5');
+      const cursor = first.pagination.next_cursor;
+      if (typeof cursor !== 'string' || cursor === '')
+        return fail('sort=code&limit=5: a next_cursor', show(first.pagination));
+      const q = `sort=code&cursor=${encodeURIComponent(cursor)}`;
+      const next = await page(ctx, q);
+      expectEqual(next.pagination.limit, 20, `${q}: pagination.limit`);
+      expectEqual(codesOf(next.data), all.slice(5, 25), `${q}: the codes of the page`);
+    },
+  },
+  {
     id: 'currencies.cursor-query',
     group: 'currencies',
     clause: CLAUSE,

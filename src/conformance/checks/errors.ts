@@ -28,6 +28,9 @@ function expectAllow(res: Response, methods: readonly string[]): void {
   if (allow.includes(res.request.method)) fail(`Allow without ${res.request.method}`, show(header(res, 'allow')));
 }
 
+/** What every path that has GET allows: HEAD works wherever GET does. */
+const READS = ['GET', 'HEAD'];
+
 const ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
 export const errorChecks: Check[] = [
@@ -54,17 +57,26 @@ export const errorChecks: Check[] = [
     id: 'errors.method-not-allowed',
     group: 'errors',
     clause: ERRORS,
-    title: 'a method a path does not have is a 405 METHOD_NOT_ALLOWED with Allow',
+    title: 'a method a path does not have is a 405 METHOD_NOT_ALLOWED with Allow listing every method it has',
     async run(ctx) {
       const put = await ctx.send({ method: 'PUT', path: '/api/hello', headers: JSON_HEADERS, body: '{}' });
       expectEnvelope(put, 405, 'METHOD_NOT_ALLOWED');
-      expectAllow(put, ['GET']);
+      expectAllow(put, READS);
       const get = await ctx.get('/api/echo');
       expectEnvelope(get, 405, 'METHOD_NOT_ALLOWED');
       expectAllow(get, ['POST']);
-      const del = await ctx.send({ method: 'DELETE', path: '/api/profile' });
-      expectEnvelope(del, 405, 'METHOD_NOT_ALLOWED');
-      expectAllow(del, ['GET', 'POST']);
+      for (const [path, methods] of [
+        ['/api/profile', [...READS, 'POST', 'PUT', 'PATCH']],
+        ['/api/hello/Ada', READS],
+        ['/api/search', READS],
+        ['/api/exchange', READS],
+        ['/api/currencies', READS],
+        ['/api/currencies/EUR', READS],
+      ] as const) {
+        const del = await ctx.send({ method: 'DELETE', path });
+        expectEnvelope(del, 405, 'METHOD_NOT_ALLOWED');
+        expectAllow(del, methods);
+      }
     },
   },
   {

@@ -1,5 +1,5 @@
 import { Decimal } from 'decimal.js';
-import { expectEnvelope, expectKeys, expectObject, expectValidation, fail, show } from '../assert.js';
+import { expectEnvelope, expectKeys, expectObject, expectValidation, fail, show, skip } from '../assert.js';
 import type { Check, Context, Currency } from '../context.js';
 import { type Exact, isExactObject, parseExact } from '../json.js';
 
@@ -79,6 +79,56 @@ async function expectConversion(
   }
 }
 
+/** A positive decimal as a fraction of integers: 150.85 is 15085/100. */
+function fraction(value: Decimal): [bigint, bigint] {
+  const [whole = '0', digits = ''] = value.toFixed().split('.');
+  return [BigInt(whole + digits), 10n ** BigInt(digits.length)];
+}
+
+function gcd(a: bigint, b: bigint): bigint {
+  let [x, y] = [a, b];
+  while (y !== 0n) [x, y] = [y, x % y];
+  return x;
+}
+
+/** `units / 10^digits` as a plain decimal. */
+function decimalText(units: bigint, digits: bigint): string {
+  return new Decimal(units.toString()).div(new Decimal(10).pow(digits.toString())).toFixed();
+}
+
+const MAX_AMOUNT = 10n ** 12n;
+
+/**
+ * Amounts whose exact conversion lies halfway between two neighbours at the target's minor units:
+ * `even` where the lower neighbour ends in an even digit (half-even keeps it, half-up and ceiling
+ * do not), `odd` where it ends in an odd one (half-even leaves it, half-down and truncation do
+ * not). From the table's rates alone: amount × to/from = n / (2·10^minor), n odd, the amount a
+ * plain decimal within the contract's bounds; null where the two rates allow none.
+ */
+export function ties(from: Currency, to: Currency): { even: string; odd: string } | null {
+  const [toUnits, toScale] = fraction(to.rate);
+  const [fromUnits, fromScale] = fraction(from.rate);
+  const num = toUnits * fromScale;
+  const den = toScale * fromUnits;
+  if (num === 0n || den === 0n) return null;
+  const half = 2n * 10n ** BigInt(to.minor_units) * num;
+  for (let digits = 0n; digits <= 10n; digits += 1n) {
+    const scaled = den * 10n ** digits;
+    // amount = n · scaled / half / 10^digits is a decimal of `digits` places when `step` divides n.
+    const step = half / gcd(half, scaled);
+    if (step % 2n === 0n) continue;
+    const found: { even?: string; odd?: string } = {};
+    for (let factor = 1n; factor <= 7n; factor += 2n) {
+      const n = step * factor;
+      const units = (n * scaled) / half;
+      if (units === 0n || units > MAX_AMOUNT * 10n ** digits) break;
+      found[((n - 1n) / 2n) % 2n === 0n ? 'even' : 'odd'] ??= decimalText(units, digits);
+    }
+    if (found.even !== undefined && found.odd !== undefined) return { even: found.even, odd: found.odd };
+  }
+  return null;
+}
+
 async function pair(ctx: Context, from: string, to: string): Promise<[Currency, Currency]> {
   const table = await ctx.table();
   const a = table.find((c) => c.code === from);
@@ -115,6 +165,32 @@ export const exchangeChecks: Check[] = [
         }
       };
       await Promise.all(Array.from({ length: PARALLEL }, worker));
+    },
+  },
+  {
+    id: 'exchange.half-even',
+    group: 'exchange',
+    clause: CLAUSE,
+    title:
+      'into every currency of the table, two amounts whose results are ties at its minor units round half-even: not half-up, half-down, truncation or ceiling',
+    async run(ctx) {
+      const table = await ctx.table();
+      // From the currency with the simplest rate first: its ties are the easiest to reach.
+      const sources = [...table].sort((a, b) => a.rate.toFixed().length - b.rate.toFixed().length);
+      const untold: string[] = [];
+      for (const to of table) {
+        let found = false;
+        for (const from of sources) {
+          const amounts = from.code === to.code ? null : ties(from, to);
+          if (amounts === null) continue;
+          await expectConversion(ctx, amounts.even, from, to);
+          await expectConversion(ctx, amounts.odd, from, to);
+          found = true;
+          break;
+        }
+        if (!found) untold.push(to.code);
+      }
+      if (untold.length === table.length) skip('the rates of the table allow no amount whose result is a tie');
     },
   },
   {

@@ -30,6 +30,24 @@ function quota(res: Response): { limit: number; remaining: number; reset: number
 }
 
 /**
+ * The answer's quota; without RateLimit headers, a skip where the deployment limits no one, and a
+ * failure where this run has met its 429s.
+ */
+function expectQuota(ctx: Context, res: Response): { limit: number; remaining: number; reset: number } {
+  const found = quota(res);
+  if (found !== undefined) return found;
+  const refused = ctx.answers.rateLimited;
+  const [first] = refused;
+  if (first !== undefined) {
+    fail(
+      `${res.request.method} ${res.request.path}: RateLimit-Limit, -Remaining and -Reset, as this run met 429 answers`,
+      `none, after ${refused.length} answers 429 (the first to ${first.request.method} ${first.request.path})`,
+    );
+  }
+  return skip('no RateLimit-* headers: rate limiting is off on this deployment');
+}
+
+/**
  * Writes `first`, then one byte of `trickle` every `everyMs`, and resolves with what the service
  * did: closed the connection (with the answer it wrote, if any), or nothing within the limit.
  */
@@ -74,14 +92,21 @@ export const rateLimitChecks: Check[] = [
     id: 'rate-limit.headers',
     group: 'rate-limit',
     clause: 'contract: Rate limiting, versioning, limits (rate limiting)',
-    title: 'answers under /api carry RateLimit-Limit, -Remaining and -Reset, counting down',
+    title:
+      'answers under /api carry RateLimit-Limit, -Remaining and -Reset, counting down, Reset in seconds (on every answer of the run)',
     async run(ctx) {
-      const first = quota(await ctx.get('/api/hello'));
-      if (first === undefined) skip('no RateLimit-* headers: rate limiting is off on this deployment');
+      const first = expectQuota(ctx, await ctx.get('/api/hello'));
       const second = quota(await ctx.get('/api/no-such-route'));
       if (second === undefined) fail('RateLimit-* headers on a 404 under /api', 'none');
       if (second.remaining >= first.remaining && second.reset <= first.reset) {
         fail(`RateLimit-Remaining below ${first.remaining} on the next request`, `${second.remaining}`);
+      }
+      const [wrong, ...more] = ctx.answers.findings['rate-limit'];
+      if (wrong !== undefined) {
+        fail(
+          'on every answer under /api: RateLimit-Limit, -Remaining and -Reset, whole numbers, Reset in seconds counting down and agreeing with Retry-After',
+          `${wrong.request} (${wrong.status}): ${wrong.wrong}${more.length > 0 ? `; and ${more.length} more answers` : ''}`,
+        );
       }
     },
   },
@@ -92,8 +117,7 @@ export const rateLimitChecks: Check[] = [
     needs: 'rate-limit',
     title: 'past the limit: 429 RATE_LIMIT_EXCEEDED with Retry-After, on every /api route; /healthz still served',
     async run(ctx) {
-      const start = quota(await ctx.get('/api/hello'));
-      if (start === undefined) skip('no RateLimit-* headers: rate limiting is off on this deployment');
+      const start = expectQuota(ctx, await ctx.get('/api/hello'));
       const margin = 20;
       if (start.remaining + margin > ctx.http.requestsLeft) {
         skip(
