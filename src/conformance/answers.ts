@@ -52,6 +52,8 @@ export class AnswerAudit {
   readonly rateLimited: Response[] = [];
   /** Whether any answer under /api carried the RateLimit headers. */
   rateLimitHeaders = false;
+  /** Answers under /api without them before any carried them: wrong once one does. */
+  #unlimited: (() => void)[] = [];
   /** The first RateLimit-Reset of the current window, and when it came. */
   #window: { at: number; reset: number; remaining: number } | undefined;
 
@@ -103,10 +105,14 @@ export class AnswerAudit {
     if (res.status === 429) this.rateLimited.push(res);
     const [limit, remaining, reset] = RATE_LIMIT_HEADERS.map((name) => value(res.headers, name));
     if (limit === undefined && remaining === undefined && reset === undefined) {
-      if (this.rateLimitHeaders) note('rate-limit', 'no RateLimit headers, where other answers under /api carry them');
+      if (res.request.refusableInFront) return;
+      const missing = () => note('rate-limit', 'no RateLimit headers, where other answers under /api carry them');
+      if (this.rateLimitHeaders) missing();
+      else this.#unlimited.push(missing);
       return;
     }
     this.rateLimitHeaders = true;
+    for (const missing of this.#unlimited.splice(0)) missing();
     const numbers = [limit, remaining, reset].map((text) =>
       text !== undefined && /^\d+$/.test(text) ? Number(text) : NaN,
     );

@@ -26,10 +26,15 @@ export interface Request {
   body?: string | Buffer;
   /** The request may be refused with 429: answer it as it comes instead of waiting for the window. */
   spendQuota?: boolean;
+  /**
+   * A load balancer in front may refuse the request itself (a path it cannot decode, a body over its
+   * own limit): its answer then lacks the RateLimit headers, which only the service can count.
+   */
+  refusableInFront?: boolean;
 }
 
 export interface Response {
-  readonly request: { method: string; path: string };
+  readonly request: { method: string; path: string; refusableInFront?: boolean };
   /** The version of HTTP it came over: `1.1`, `2.0`. */
   readonly httpVersion: string;
   readonly status: number;
@@ -217,7 +222,7 @@ export class Http {
     return this.#transport.http2 ? this.#onceHttp2(request) : this.#onceHttp1(request);
   }
 
-  #onceHttp2({ method = 'GET', path, headers = {}, body }: Request): Promise<Response> {
+  #onceHttp2({ method = 'GET', path, headers = {}, body, refusableInFront }: Request): Promise<Response> {
     const payload = typeof body === 'string' ? Buffer.from(body, 'utf8') : body;
     const fields: Record<string, string> = { ':method': method, ':path': this.prefix + path };
     for (const [name, value] of Object.entries(headers)) {
@@ -249,7 +254,7 @@ export class Http {
         clearTimeout(timer);
         const data = Buffer.concat(chunks);
         resolve({
-          request: { method, path },
+          request: { method, path, refusableInFront },
           httpVersion: '2.0',
           status,
           headers: received,
@@ -265,7 +270,7 @@ export class Http {
     });
   }
 
-  #onceHttp1({ method = 'GET', path, headers = {}, body }: Request): Promise<Response> {
+  #onceHttp1({ method = 'GET', path, headers = {}, body, refusableInFront }: Request): Promise<Response> {
     const fullPath = this.prefix + path;
     const payload = typeof body === 'string' ? Buffer.from(body, 'utf8') : body;
     const sent = { ...headers };
@@ -297,7 +302,7 @@ export class Http {
           res.on('end', () => {
             const data = Buffer.concat(chunks);
             resolve({
-              request: { method, path },
+              request: { method, path, refusableInFront },
               httpVersion: res.httpVersion,
               status: res.statusCode ?? 0,
               headers: res.headers,

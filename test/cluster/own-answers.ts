@@ -10,7 +10,7 @@ const line = (method: string, target: string, headers: string) =>
   `${method} ${target} HTTP/1.1\r\n${headers}Connection: close\r\n\r\n`;
 
 /** Requests nginx refuses itself, as raw bytes for a server at `host`. */
-const REFUSED_BY_NGINX: { what: string; bytes: (host: string) => string }[] = [
+const REFUSED_BY_NGINX: { what: string; api?: false; bytes: (host: string) => string }[] = [
   {
     what: 'Content-Length with Transfer-Encoding',
     bytes: (host) =>
@@ -32,7 +32,20 @@ const REFUSED_BY_NGINX: { what: string; bytes: (host: string) => string }[] = [
     what: 'a request line over 16 KiB',
     bytes: (host) => line('GET', `/api/hello/${'a'.repeat(17_000)}`, `Host: ${host}\r\n`),
   },
-  { what: "nginx's error page asked for", bytes: (host) => line('GET', '/.nginx-error', `Host: ${host}\r\n`) },
+  {
+    what: "nginx's error page asked for",
+    api: false,
+    bytes: (host) => line('GET', '/.nginx-error', `Host: ${host}\r\n`),
+  },
+];
+
+/** The headers of the service's answers that nginx's own repeat (RateLimit's it cannot know). */
+const SAME_HEADERS = [
+  'content-type',
+  'x-content-type-options',
+  'x-frame-options',
+  'content-security-policy',
+  'cache-control',
 ];
 
 async function exchange(port: number, bytes: string) {
@@ -45,12 +58,15 @@ async function exchange(port: number, bytes: string) {
  * Returns how many were compared.
  */
 export async function assertOwnAnswers(balancer: { port: number }, service: { port: number }): Promise<number> {
-  for (const { what, bytes } of REFUSED_BY_NGINX) {
+  for (const { what, api = true, bytes } of REFUSED_BY_NGINX) {
     const expected = await exchange(service.port, bytes(`127.0.0.1:${service.port}`));
     const actual = await exchange(balancer.port, bytes(`127.0.0.1:${balancer.port}`));
     const error = expected.json().error;
     try {
       assertEnvelope(actual, expected.status, error.code, error.details);
+      for (const name of SAME_HEADERS) assert.equal(actual.headers[name], expected.headers[name], name);
+      // Under /api, API-Version as on every answer of the service there, even where Node's parser left it no path.
+      assert.equal(actual.headers['api-version'], api ? '1' : undefined, 'api-version');
     } catch (cause) {
       assert.fail(
         `${what}: the service answers ${expected.status} ${expected.text}\nnginx ${actual.status} ${actual.text}\n${cause}`,
@@ -67,6 +83,8 @@ export async function assertOwnAnswers(balancer: { port: number }, service: { po
     ),
   );
   assertEnvelope(tooLarge, 413, 'PAYLOAD_TOO_LARGE');
+  assert.equal(tooLarge.headers['api-version'], '1');
+  assert.equal(tooLarge.headers['x-frame-options'], 'DENY');
   return REFUSED_BY_NGINX.length + 1;
 }
 

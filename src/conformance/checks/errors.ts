@@ -88,7 +88,13 @@ export const errorChecks: Check[] = [
       // Far over: the service answers before reading the body, and must not drop the connection under it.
       for (const size of [ctx.options.bodyLimit + 1, 8 * ctx.options.bodyLimit]) {
         const body = `{"a":"${'x'.repeat(size - 8)}"}`;
-        const res = await ctx.send({ method: 'POST', path: '/api/echo', headers: JSON_HEADERS, body });
+        const res = await ctx.send({
+          method: 'POST',
+          path: '/api/echo',
+          headers: JSON_HEADERS,
+          body,
+          refusableInFront: true,
+        });
         expectEnvelope(res, 413, 'PAYLOAD_TOO_LARGE');
       }
     },
@@ -308,7 +314,7 @@ export const httpChecks: Check[] = [
     title: 'a path that is not percent-encoded UTF-8 is a 400 VALIDATION_ERROR naming path',
     async run(ctx) {
       for (const path of ['/api/hello/%ZZ', '/api/hello/%ED%A0%80', '/api/hello/%', '/api/hello/%FF']) {
-        expectValidation(await ctx.get(path), 'path');
+        expectValidation(await ctx.send({ path, refusableInFront: true }), 'path');
       }
     },
   },
