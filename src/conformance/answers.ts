@@ -55,7 +55,7 @@ export class AnswerAudit {
   /** Answers under /api without them before any carried them: wrong once one does. */
   #unlimited: (() => void)[] = [];
   /** The first RateLimit-Reset of the current window, and when it came. */
-  #window: { at: number; reset: number; remaining: number } | undefined;
+  #window: { made: { from: number; to: number }; reset: number; remaining: number } | undefined;
 
   /** Holds one answer to every rule. */
   readonly inspect = (res: Response): void => {
@@ -131,23 +131,28 @@ export class AnswerAudit {
         note('rate-limit', `RateLimit-Reset ${s} where Retry-After says ${retryAfter} seconds`);
       }
     }
-    const now = Date.now();
+    // The service made the answer between its request's sending and its receipt.
+    const made = { from: res.request.sentAt, to: Date.now() };
     const window = this.#window;
     // A new window: the first answer, more remaining than before, or the last window's end passed.
-    if (window === undefined || r > window.remaining || now - window.at >= window.reset * 1000) {
-      this.#window = { at: now, reset: s, remaining: r };
+    if (window === undefined || r > window.remaining || made.to - window.made.to >= window.reset * 1000) {
+      this.#window = { made, reset: s, remaining: r };
       return;
     }
     window.remaining = r;
-    const elapsed = (now - window.at) / 1000;
-    const expected = window.reset - elapsed;
-    if (elapsed >= RESET_SLACK_S && Math.abs(s - expected) > RESET_SLACK_S) {
+    // Seconds between the two answers, at least and at most.
+    const least = Math.max(0, made.from - window.made.to) / 1000;
+    const most = (made.to - window.made.from) / 1000;
+    if (
+      least >= RESET_SLACK_S &&
+      (s > window.reset - least + RESET_SLACK_S || s < window.reset - most - RESET_SLACK_S)
+    ) {
       note(
         'rate-limit',
-        `RateLimit-Reset ${s}, ${elapsed.toFixed(1)} s after ${window.reset}: not seconds counting down`,
+        `RateLimit-Reset ${s}, ${least.toFixed(1)}-${most.toFixed(1)} s after ${window.reset}: not seconds counting down`,
       );
       // Judged once per window: the next answers are measured against this one.
-      this.#window = { at: now, reset: s, remaining: r };
+      this.#window = { made, reset: s, remaining: r };
     }
   }
 }

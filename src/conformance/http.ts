@@ -34,7 +34,8 @@ export interface Request {
 }
 
 export interface Response {
-  readonly request: { method: string; path: string; refusableInFront?: boolean };
+  /** What was asked, and when it was sent (ms since the epoch): the answer was made between then and its receipt. */
+  readonly request: { method: string; path: string; refusableInFront?: boolean; sentAt: number };
   /** The version of HTTP it came over: `1.1`, `2.0`. */
   readonly httpVersion: string;
   readonly status: number;
@@ -223,6 +224,7 @@ export class Http {
   }
 
   #onceHttp2({ method = 'GET', path, headers = {}, body, refusableInFront }: Request): Promise<Response> {
+    const sentAt = Date.now();
     const payload = typeof body === 'string' ? Buffer.from(body, 'utf8') : body;
     const fields: Record<string, string> = { ':method': method, ':path': this.prefix + path };
     for (const [name, value] of Object.entries(headers)) {
@@ -254,7 +256,7 @@ export class Http {
         clearTimeout(timer);
         const data = Buffer.concat(chunks);
         resolve({
-          request: { method, path, refusableInFront },
+          request: { method, path, refusableInFront, sentAt },
           httpVersion: '2.0',
           status,
           headers: received,
@@ -271,6 +273,7 @@ export class Http {
   }
 
   #onceHttp1({ method = 'GET', path, headers = {}, body, refusableInFront }: Request): Promise<Response> {
+    const sentAt = Date.now();
     const fullPath = this.prefix + path;
     const payload = typeof body === 'string' ? Buffer.from(body, 'utf8') : body;
     const sent = { ...headers };
@@ -302,7 +305,7 @@ export class Http {
           res.on('end', () => {
             const data = Buffer.concat(chunks);
             resolve({
-              request: { method, path, refusableInFront },
+              request: { method, path, refusableInFront, sentAt },
               httpVersion: res.httpVersion,
               status: res.statusCode ?? 0,
               headers: res.headers,
@@ -339,6 +342,7 @@ export class Http {
    */
   async raw(bytes: string, what: string): Promise<Response> {
     const socket = await this.connect();
+    const sentAt = Date.now();
     const chunks: Buffer[] = [];
     await new Promise<void>((resolve) => {
       const timer = setTimeout(() => socket.destroy(), this.#budget.requestTimeoutMs);
@@ -367,7 +371,7 @@ export class Http {
     else if (Number.isInteger(length)) body = body.subarray(0, length);
     const status = Number(/^HTTP\/1\.[01] (\d{3})/.exec(statusLine)?.[1] ?? 0);
     return this.#note({
-      request: { method: 'RAW', path: what },
+      request: { method: 'RAW', path: what, sentAt },
       httpVersion: /^HTTP\/(1\.[01])/.exec(statusLine)?.[1] ?? '',
       status,
       headers,
