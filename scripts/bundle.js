@@ -19,7 +19,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { build } from 'esbuild';
 import { buildApp } from '../dist/app.js';
-import { DEFAULT_CONFIG } from '../dist/config.js';
+import { DEFAULT_CONFIG } from '../dist/config/index.js';
 import { SchemaCode } from '../dist/lib/schema-code.js';
 
 const TABLE = resolve('dist/schema-code-table.cjs');

@@ -9,7 +9,7 @@ import { settingRows } from '../src/cli.js';
 
 export const PAGE = fileURLToPath(new URL('../docs/configuration.md', import.meta.url));
 
-const BEGIN = '<!-- generated from SETTINGS in src/config.ts by npm run docs:configuration: do not edit -->';
+const BEGIN = '<!-- generated from SETTINGS in src/config/ by npm run docs:configuration: do not edit -->';
 const END = '<!-- end of the generated table -->';
 
 /** Markdown table cells: a pipe would end the cell. */

@@ -1,4 +1,4 @@
-import { type Config, SETTINGS } from './config.js';
+import { type Config, SETTINGS } from './config/index.js';
 import { VERSION } from './version.js';
 
 const NAME = 'greeting-service';

@@ -1,4 +1,4 @@
-import { loadConfig } from './config.js';
+import { loadConfig } from './config/index.js';
 
 /**
  * `node dist/healthcheck.js`: exits 0 if the service configured by the same environment answers

@@ -1,6 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import { helpText, versionText } from './cli.js';
-import { type Config, ConfigError, checkTimeZone, listenError, loadConfig, parseCommandLine } from './config.js';
+import { type Config, ConfigError, listenError, loadConfig, parseCommandLine } from './config/index.js';
+import { checkTimeZone } from './config/service.js';
 import { logDestination } from './logging/log-destination.js';
 
 /**

@@ -4,7 +4,7 @@ import { existsSync, readFileSync, statSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { describe, it } from 'node:test';
 import { parse } from 'yaml';
-import { DEFAULT_CONFIG, loadConfig } from '../src/config.js';
+import { DEFAULT_CONFIG, loadConfig } from '../src/config/index.js';
 import { NGINX_CONF, PLACEHOLDERS, placeholdersIn } from './cluster/nginx.js';
 import { ROOT } from './server-process.js';
 

@@ -11,7 +11,7 @@ import fc from 'fast-check';
 import type { FastifyInstance } from 'fastify';
 import { pino } from 'pino';
 import { buildApp } from '../src/app.js';
-import { type Config, DEFAULT_CONFIG } from '../src/config.js';
+import { type Config, DEFAULT_CONFIG } from '../src/config/index.js';
 import { entityTag } from '../src/domain/profile.js';
 import { MemoryProfileStore } from '../src/stores/memory-profile.js';
 import type { ProfileStore } from '../src/stores/profile.js';

@@ -7,7 +7,7 @@ import { connect as connectTls } from 'node:tls';
 import type { FastifyInstance } from 'fastify';
 import { request as httpRequest } from 'undici';
 import { type AppOptions, buildApp } from '../src/app.js';
-import { type Config, DEFAULT_CONFIG } from '../src/config.js';
+import { type Config, DEFAULT_CONFIG } from '../src/config/index.js';
 import { conformanceOf } from './openapi-conformance.js';
 
 export function testConfig(overrides: Partial<Config> = {}): Config {

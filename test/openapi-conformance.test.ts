@@ -4,7 +4,7 @@ import type { AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import type { FastifyInstance } from 'fastify';
 import { buildApp } from '../src/app.js';
-import type { Config } from '../src/config.js';
+import type { Config } from '../src/config/index.js';
 import { apiError, ERROR_CODES } from '../src/errors.js';
 import { API_VERSION } from '../src/version.js';
 import { parseRawResponse, rawExchange, sendTo, type TestRequest, type TestResponse, testConfig } from './helpers.js';

@@ -3,7 +3,7 @@ import { after, before, beforeEach, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 import { pino } from 'pino';
-import { type Config, DEFAULT_CONFIG } from '../src/config.js';
+import { type Config, DEFAULT_CONFIG } from '../src/config/index.js';
 import type { ProfileStore } from '../src/stores/profile.js';
 import { RedisConnection } from '../src/stores/redis-connection.js';
 import { RedisProfileStore } from '../src/stores/redis-profile.js';

@@ -7,7 +7,7 @@ import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { request } from 'undici';
-import { SETTINGS } from '../src/config.js';
+import { SETTINGS } from '../src/config/index.js';
 import { freePort } from './ports.js';
 
 /**
@@ -18,7 +18,7 @@ import { freePort } from './ports.js';
 
 export const ROOT = fileURLToPath(new URL('..', import.meta.url));
 
-/** Every variable src/config.ts reads: a value inherited from the test's own environment must not leak in. */
+/** Every variable src/config/ reads: a value inherited from the test's own environment must not leak in. */
 const CONFIG_VARIABLES = Object.values(SETTINGS).map(({ env }) => env);
 
 export type LogLine = Record<string, unknown>;

@@ -11,7 +11,7 @@ import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 import { request } from 'undici';
-import { DEFAULT_CONFIG, SETTINGS } from '../src/config.js';
+import { DEFAULT_CONFIG, SETTINGS } from '../src/config/index.js';
 import { VERSION } from '../src/version.js';
 import { assertEnvelope, samples, sendTo } from './helpers.js';
 import { connectTo, type HeldRequest, holdEchoRequest, type RawResponse, ResponseReader } from './raw-http.js';

@@ -7,7 +7,7 @@ import { after, before, describe, it } from 'node:test';
 import type { FastifyInstance } from 'fastify';
 import { request } from 'undici';
 import { buildApp } from '../src/app.js';
-import { DEFAULT_CONFIG } from '../src/config.js';
+import { DEFAULT_CONFIG } from '../src/config/index.js';
 import { SchemaCode } from '../src/lib/schema-code.js';
 import { builtSchemaCode } from './built-schema-code.js';
 import { processProbe, startServer } from './server-process.js';

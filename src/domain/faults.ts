@@ -1,4 +1,4 @@
-import { type DelayRange, MAX_FAULT_DELAY_MS } from '../config.js';
+import { type DelayRange, MAX_FAULT_DELAY_MS } from '../config/operations.js';
 
 /**
  * Which faults a request gets: drawn at random as the FAULT_ settings say, and asked for by the

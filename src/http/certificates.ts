@@ -1,6 +1,8 @@
 import { createSecureContext, type Server as TlsServer } from 'node:tls';
 import type { FastifyBaseLogger } from 'fastify';
-import { ConfigError, readText, readTextAsync, readTlsKeyPair, type TlsKeyPair } from '../config.js';
+import { readText, readTextAsync } from '../config/files.js';
+import { ConfigError } from '../config/index.js';
+import { readTlsKeyPair, type TlsKeyPair } from '../config/protocols.js';
 import { opensslReason } from '../lib/openssl-reason.js';
 
 /**

@@ -1,5 +1,5 @@
 import type { FastifyPluginAsync, FastifyRequest } from 'fastify';
-import { readAdminToken } from '../config.js';
+import { readAdminToken } from '../config/files.js';
 import { errorResponse, errorResponses, unauthorized } from '../errors.js';
 import { bearerToken, sameSecret } from '../lib/bearer-token.js';
 import { OPERATOR_SECURITY } from '../schemas.js';

@@ -1,6 +1,8 @@
 import { type ConnectionOptions, createSecureContext } from 'node:tls';
 import { Cluster, type ClusterOptions, Redis, type RedisOptions } from 'ioredis';
-import { type Config, ConfigError, readSecretFile, readText, redisTlsOn } from '../config.js';
+import { readSecretFile, readText } from '../config/files.js';
+import { type Config, ConfigError } from '../config/index.js';
+import { redisTlsOn } from '../config/redis.js';
 import { opensslReason } from '../lib/openssl-reason.js';
 
 /** The settings the Redis client is built from. */

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { FastifyBaseLogger } from 'fastify';
 import { type ChainableCommander, Redis, ReplyError } from 'ioredis';
-import { redisTlsOn } from '../config.js';
+import { redisTlsOn } from '../config/redis.js';
 import { type StoreHealth, StoreUnavailableError } from './availability.js';
 import { createRedisClient, type RedisClient, type RedisSettings } from './redis-client.js';
 import {

@@ -1,5 +1,5 @@
 import type { FastifyBaseLogger } from 'fastify';
-import type { Config } from '../config.js';
+import type { Config } from '../config/index.js';
 import { ALWAYS_AVAILABLE, type StoreHealth } from './availability.js';
 import { MemoryProfileStore } from './memory-profile.js';
 import { MemoryRateLimitStore } from './memory-rate-limit.js';

@@ -2,7 +2,8 @@ import { context, TraceFlags, type Tracer } from '@opentelemetry/api';
 import type { ReadableSpan, Sampler, SpanExporter, SpanProcessor } from '@opentelemetry/sdk-trace-base';
 import type { FastifyBaseLogger } from 'fastify';
 import { Counter, type Registry } from 'prom-client';
-import type { Config, TraceSampler } from '../config.js';
+import type { Config } from '../config/index.js';
+import type { TraceSampler } from '../config/tracing.js';
 import { VERSION } from '../version.js';
 import { traceRedisCommands } from './redis-spans.js';
 

@@ -17,7 +17,7 @@ import {
   NetworkError,
   PreconditionFailedError,
 } from '../../src/client/index.js';
-import type { Config } from '../../src/config.js';
+import type { Config } from '../../src/config/index.js';
 import { LogCapture, listening, testConfig } from '../helpers.js';
 import { REDIS_SERVER_MISSING, REDIS_SKIP_REASON, RedisServer } from '../redis-server.js';
 import { makeTlsFiles, OPENSSL_MISSING, OPENSSL_SKIP_REASON, type TlsFiles } from '../tls-files.js';

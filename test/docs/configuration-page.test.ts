@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { readFile } from 'node:fs/promises';
 import { describe, it } from 'node:test';
 import { PAGE, renderPage, settingsTable } from '../../scripts/configuration-page.js';
-import { SETTINGS } from '../../src/config.js';
+import { SETTINGS } from '../../src/config/index.js';
 
 describe('docs/configuration.md', () => {
   it('has the table of settings that SETTINGS makes now (npm run docs:configuration remakes it)', async () => {

@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process';
-import { SETTINGS } from '../../src/config.js';
+import { SETTINGS } from '../../src/config/index.js';
 import { ROOT } from '../server-process.js';
 
 /**

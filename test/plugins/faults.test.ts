@@ -7,7 +7,7 @@ import { after, before, describe, it } from 'node:test';
 import type { FastifyInstance } from 'fastify';
 import { Agent, request } from 'undici';
 import { buildApp } from '../../src/app.js';
-import type { Config } from '../../src/config.js';
+import type { Config } from '../../src/config/index.js';
 import {
   assertEnvelope,
   LogCapture,

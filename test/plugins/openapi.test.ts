@@ -7,7 +7,7 @@ import { after, before, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import openapiTS from 'openapi-typescript';
-import type { Config } from '../../src/config.js';
+import type { Config } from '../../src/config/index.js';
 import { ERROR_CODES } from '../../src/errors.js';
 import { FORMATS, VISIBLE_LINE } from '../../src/schemas.js';
 import { type Client, injectClient } from '../helpers.js';

@@ -12,7 +12,7 @@ import fc from 'fast-check';
 import type { FastifyInstance } from 'fastify';
 import { Pool, Client as UndiciClient } from 'undici';
 import { buildApp } from '../../src/app.js';
-import type { Config } from '../../src/config.js';
+import type { Config } from '../../src/config/index.js';
 import { clientKey } from '../../src/plugins/rate-limit.js';
 import { MemoryRateLimitStore } from '../../src/stores/memory-rate-limit.js';
 import { spelledPath } from '../fuzz/arbitraries.js';

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
-import { type Config, DEFAULT_CONFIG } from '../../src/config.js';
+import { type Config, DEFAULT_CONFIG } from '../../src/config/index.js';
 import { createRedisClient } from '../../src/stores/redis-client.js';
 import { assertEnvelope, type Client, injectClient, LogCapture, type TestResponse } from '../helpers.js';
 import { REDIS_SERVER_MISSING, REDIS_SKIP_REASON, RedisServer } from '../redis-server.js';

@@ -4,7 +4,7 @@ import { after, before, beforeEach, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 import { pino } from 'pino';
-import { DEFAULT_CONFIG } from '../../src/config.js';
+import { DEFAULT_CONFIG } from '../../src/config/index.js';
 import { EMPTY_PROFILE } from '../../src/domain/profile.js';
 import { StoreUnavailableError } from '../../src/stores/availability.js';
 import { RedisConnection } from '../../src/stores/redis-connection.js';

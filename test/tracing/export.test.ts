@@ -3,7 +3,7 @@ import { connect as connectHttp2 } from 'node:http2';
 import { after, before, describe, it } from 'node:test';
 import type { FastifyInstance } from 'fastify';
 import { buildApp } from '../../src/app.js';
-import type { Config } from '../../src/config.js';
+import type { Config } from '../../src/config/index.js';
 import type { ProfileStore } from '../../src/stores/profile.js';
 import { LogCapture, sendHttp2, testConfig } from '../helpers.js';
 import { freePort } from '../ports.js';
