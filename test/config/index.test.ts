@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { describe, it } from 'node:test';
 import {
+  CONCERNS,
   type Config,
   ConfigError,
   DEFAULT_CONFIG,
@@ -482,5 +483,22 @@ describe('SETTINGS', () => {
       const range = /^must be an integer from (\d+) to (\d+)$/.exec(message);
       if (range !== null) assert.ok(help.includes(`${range[1]} to ${range[2]}`), `${env}: ${help}`);
     }
+  });
+
+  it('names each setting, variable and flag in one concern only', () => {
+    const all = CONCERNS.flatMap(({ settings }) => Object.entries(settings));
+    for (const [what, of] of [
+      ['key', ([key]: (typeof all)[number]) => key],
+      ['variable', ([, { env }]: (typeof all)[number]) => env],
+      ['flag', ([, { flag }]: (typeof all)[number]) => flag],
+    ] as const) {
+      const names = all.map(of).filter((name) => name !== undefined);
+      assert.deepEqual(
+        names.filter((name, i) => names.indexOf(name) !== i),
+        [],
+        `a ${what} in two concerns`,
+      );
+    }
+    assert.equal(Object.keys(SETTINGS).length, all.length);
   });
 });
