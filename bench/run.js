@@ -20,7 +20,7 @@
  */
 import { spawn, spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, openSync, readFileSync, writeFileSync } from 'node:fs';
-import { createServer as createHttpServer } from 'node:http';
+import { createServer as createHttpServer, request as httpRequest } from 'node:http';
 import { connect as connectHttp2 } from 'node:http2';
 import { request as httpsRequest } from 'node:https';
 import { createServer } from 'node:net';
@@ -30,6 +30,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
 import { ENDPOINTS } from './endpoints.js';
 import { loadGenerator, runH2load } from './load.js';
+import { routeOf } from './servers/answer-request.js';
 
 const { values: options } = parseArgs({
   options: {
@@ -137,13 +138,6 @@ const PARTS = [
   serviceServer('no-limit', 'RATE_LIMIT_MAX=0', root, { RATE_LIMIT_MAX: '0' }),
   serviceServer('none', 'all three off', root, { LOG_LEVEL: 'warn', METRICS_ENABLED: 'false', RATE_LIMIT_MAX: '0' }),
   { key: 'fastify', label: 'bare Fastify', cwd: root, script: 'bench/servers/fastify.js', env: {} },
-  {
-    key: 'node-headers',
-    label: "node:http with the contract's headers",
-    cwd: root,
-    script: 'bench/servers/node-http.js',
-    env: { CONTRACT_HEADERS: 'true' },
-  },
 ];
 
 /**
@@ -250,6 +244,14 @@ const SERVERS = [
   // Its hooks run on every request under /api, reading the fault headers the load never sends.
   ...(options.faults ? [serviceServer('faults', 'faults on, none asked', root, { FAULT_HEADERS: 'true' })] : []),
   { key: 'node', label: 'node:http', cwd: root, script: 'bench/servers/node-http.js', env: {} },
+  // Its SERVICE_HEADERS are read from the service's own answers when the run starts.
+  {
+    key: 'node-headers',
+    label: "node:http, the service's headers",
+    cwd: root,
+    script: 'bench/servers/node-http.js',
+    env: {},
+  },
   // With --http2, the protocols' servers take Express's place in the rounds' time, and --parts's too.
   ...(certificate !== null
     ? PROTOCOL_SERVERS
@@ -425,7 +427,50 @@ async function million(service, load) {
   };
 }
 
+/** Header fields node:http writes of its own, or the body decides. */
+const OWN_HEADERS = new Set(['date', 'connection', 'keep-alive', 'content-length', 'transfer-encoding']);
+
+/** The header fields of a server's answer to an endpoint, but node:http's own: names and values as sent, in order. */
+async function headerFields(server, { method, path, headers, body }) {
+  const raw = await new Promise((resolve, reject) => {
+    const request = httpRequest(server.base + path, { method, headers }, (response) => {
+      response.resume().on('end', () => resolve(response.rawHeaders));
+    });
+    request.on('error', reject).end(body);
+  });
+  const fields = [];
+  for (let i = 0; i < raw.length; i += 2) {
+    if (!OWN_HEADERS.has(raw[i].toLowerCase())) fields.push([raw[i], raw[i + 1]]);
+  }
+  return fields;
+}
+
+/** The header fields of one live answer of the service to each endpoint, by route: what the same-headers baseline writes. */
+async function serviceHeaders() {
+  const service = await launch(SERVERS[0]);
+  try {
+    const byRoute = {};
+    for (const endpoint of ENDPOINTS)
+      byRoute[routeOf(endpoint.method, endpoint.path)] = await headerFields(service, endpoint);
+    return JSON.stringify(byRoute);
+  } finally {
+    service.child.kill('SIGTERM');
+  }
+}
+
+/** The same-headers baseline writes the names the service writes, in its order, on every endpoint. */
+async function checkSameHeaders(service, baseline) {
+  const names = async (server, endpoint) => (await headerFields(server, endpoint)).map(([name]) => name).join(', ');
+  for (const endpoint of ENDPOINTS) {
+    const [expected, actual] = [await names(service, endpoint), await names(baseline, endpoint)];
+    if (expected !== actual)
+      throw new Error(`${endpoint.name}: the service writes ${expected}; ${baseline.label} ${actual}`);
+  }
+}
+
 async function main() {
+  const sameHeaders = await serviceHeaders();
+  for (const server of SERVERS) if (server.key === 'node-headers') server.env.SERVICE_HEADERS = sameHeaders;
   const starts = STARTS > 0 ? await startTimes() : null;
   const servers = [];
   for (const server of SERVERS) servers.push(await start(server));
@@ -440,6 +485,10 @@ async function main() {
     });
   try {
     await checkSameAnswers(servers);
+    await checkSameHeaders(
+      service,
+      servers.find(({ key }) => key === 'node-headers'),
+    );
     const rss = new Map(servers.map((server) => [server.key, sampleRss(server.child.pid, 100)]));
 
     for (const endpoint of MEASURED) {
