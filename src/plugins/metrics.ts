@@ -12,7 +12,7 @@ export const UNMATCHED_ROUTE = 'unmatched';
 const LABELS = ['method', 'route', 'status'] as const;
 
 /** Seconds. The service answers most requests well within a millisecond, so the buckets start below one. */
-const DURATION_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
+export const DURATION_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
 
 /** A series of the duration histogram, with the method and status it counts. */
 interface KnownSeries {
