@@ -7,11 +7,11 @@ import { API_ROUTES, LATENCY_THRESHOLD_SECONDS } from './settings.js';
  * process and the store. Its queries use Grafana's `$__rate_interval` and a `datasource` variable.
  */
 
-/** A panel's query, and whether a running service always gives it data (streams and faults may have none yet). */
+/** A panel's query, and whether a running service may give it no data. */
 export interface PanelQuery {
   panel: string;
   expr: string;
-  /** Empty until something happens that not every deployment does: streams opened, faults injected, a restart. */
+  /** The streams' series: none until the service has WebSocket and event streams. */
   mayBeEmpty: boolean;
 }
 
@@ -123,7 +123,6 @@ function rows(): { title: string; panels: PanelSpec[] }[] {
             {
               expr: `sum by (kind, source) (${rate(series('faults_injected_total'))})`,
               legend: '{{kind}} ({{source}})',
-              mayBeEmpty: true,
             },
           ],
         },
