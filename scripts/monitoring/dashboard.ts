@@ -1,4 +1,4 @@
-import { num, OBJECTIVES, type Slo, series, sliRecord } from './rules.js';
+import { burnThresholds, num, OBJECTIVES, type Slo, series, sliRecord } from './rules.js';
 import { API_ROUTES, LATENCY_THRESHOLD_SECONDS } from './settings.js';
 
 /**
@@ -64,7 +64,7 @@ function rows(): { title: string; panels: PanelSpec[] }[] {
         ...slos.map(
           (slo): PanelSpec => ({
             title: `${slo[0]?.toUpperCase()}${slo.slice(1)}: burn rate`,
-            description: `How many times as fast as the SLO allows the ${slo} budget is being spent; 1 spends it exactly over the window. The alerts page above 14.4 (1 h and 5 m) and 6 (6 h and 30 m).`,
+            description: `How many times as fast as the SLO allows the ${slo} budget is being spent; 1 spends it exactly over the window. The alerts page above ${burnThresholds('fast')}, and open a ticket above ${burnThresholds('slow')}.`,
             unit: 'none',
             width: 6,
             targets: ['5m', '1h', '6h', '3d'].map((window) => ({

@@ -134,16 +134,22 @@ const runbook = (alert: string): string => `${RUNBOOK_BASE}#${alert.toLowerCase(
 
 const percent = (share: number): string => `${num(share * 100)}%`;
 
+/** The burn rate that spends a pair's share of the budget over its long window. */
+const burn = (pair: BurnWindows) => num((pair.budgetShare * SLO_WINDOW_SECONDS) / pair.long);
+
+/** When a burn alert fires, in words: `14.4 over 1h and 5m, or 6 over 6h and 30m`. */
+export const burnThresholds = (speed: 'fast' | 'slow'): string =>
+  (speed === 'fast' ? FAST_BURN : SLOW_BURN)
+    .map((pair) => `${burn(pair)} over ${duration(pair.long)} and ${duration(pair.short)}`)
+    .join(', or ');
+
 function burnAlert(slo: Slo, speed: 'fast' | 'slow', scale: (seconds: number) => string): AlertingRule {
   const objective = OBJECTIVES[slo];
   const budget = num(1 - objective);
   const pairs = speed === 'fast' ? FAST_BURN : SLOW_BURN;
-  const burn = (pair: BurnWindows) => num((pair.budgetShare * SLO_WINDOW_SECONDS) / pair.long);
   const side = (window: number, pair: BurnWindows) => `${sliRecord(window)}{slo="${slo}"} / ${budget} > ${burn(pair)}`;
   const expr = pairs.map((pair) => `(\n  ${side(pair.long, pair)}\nand\n  ${side(pair.short, pair)}\n)`).join('\nor\n');
-  const when = pairs
-    .map((pair) => `${burn(pair)} over ${duration(pair.long)} and ${duration(pair.short)}`)
-    .join(', or ');
+  const when = burnThresholds(speed);
   const name = `GreetingService${slo === 'availability' ? 'Availability' : 'Latency'}${speed === 'fast' ? 'Fast' : 'Slow'}Burn`;
   const what =
     slo === 'availability'
