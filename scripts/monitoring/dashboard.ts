@@ -1,10 +1,11 @@
-import { burnThresholds, num, OBJECTIVES, type Slo, series, sliRecord } from './rules.js';
+import { burnThresholds, num, OBJECTIVES, ofInstances, ofService, type Slo, series, sliRecord } from './rules.js';
 import { API_ROUTES, LATENCY_THRESHOLD_SECONDS } from './settings.js';
 
 /**
  * The Grafana dashboard (its JSON model), made from the same settings and selectors as the rules:
  * traffic, errors, latency, the SLOs' budgets and burn, the rate limit, faults, open streams, the
- * process and the store. Its queries use Grafana's `$__rate_interval` and a `datasource` variable.
+ * process and the store. Its one variable is the data source; rates are over 5 minutes, which
+ * spans several scrapes at any usual interval, and every query is PromQL as it stands.
  */
 
 /** A panel's query, and whether a running service may give it no data. */
@@ -35,10 +36,13 @@ interface PanelSpec {
 }
 
 const API = `route=~"${API_ROUTES}"`;
-const RATE = '$__rate_interval';
+const RATE = '5m';
 const DATASOURCE = { type: 'prometheus', uid: `\${datasource}` };
 
-const rate = (selector: string) => `rate(${selector}[${RATE}])`;
+/** The rate of the service's series of `selector`. */
+const rate = (selector: string) => ofService(`rate(${selector}[${RATE}])`);
+/** The service's series of `selector`. */
+const gauge = (selector: string) => ofService(selector);
 
 const SLO_TITLES: Record<Slo, string> = {
   availability: `Availability: /api answers not 5xx, objective ${num(OBJECTIVES.availability * 100)}%`,
@@ -136,8 +140,12 @@ function rows(): { title: string; panels: PanelSpec[] }[] {
           description: 'WebSocket connections and event streams open now.',
           unit: 'short',
           targets: [
-            { expr: `sum(${series('websocket_connections_open')})`, legend: 'WebSocket connections', mayBeEmpty: true },
-            { expr: `sum(${series('event_streams_open')})`, legend: 'event streams', mayBeEmpty: true },
+            {
+              expr: `sum(${gauge(series('websocket_connections_open'))})`,
+              legend: 'WebSocket connections',
+              mayBeEmpty: true,
+            },
+            { expr: `sum(${gauge(series('event_streams_open'))})`, legend: 'event streams', mayBeEmpty: true },
           ],
         },
         {
@@ -164,7 +172,7 @@ function rows(): { title: string; panels: PanelSpec[] }[] {
           unit: 'short',
           targets: [
             { expr: `sum(${series('service_ready')})`, legend: 'ready' },
-            { expr: `sum(${series('up')})`, legend: 'scraped' },
+            { expr: `sum(${ofService(series('up'))})`, legend: 'scraped' },
           ],
         },
         {
@@ -186,21 +194,23 @@ function rows(): { title: string; panels: PanelSpec[] }[] {
           description: 'Resident memory and heap used, per instance.',
           unit: 'bytes',
           targets: [
-            { expr: series('process_resident_memory_bytes'), legend: '{{instance}} resident' },
-            { expr: series('nodejs_heap_size_used_bytes'), legend: '{{instance}} heap used' },
+            { expr: ofInstances(series('process_resident_memory_bytes')), legend: '{{instance}} resident' },
+            { expr: ofInstances(series('nodejs_heap_size_used_bytes')), legend: '{{instance}} heap used' },
           ],
         },
         {
           title: 'Event loop lag (p99)',
           description: 'How late the event loop runs what is due, per instance: every request there waits as long.',
           unit: 's',
-          targets: [{ expr: series('nodejs_eventloop_lag_p99_seconds'), legend: '{{instance}}' }],
+          targets: [{ expr: ofInstances(series('nodejs_eventloop_lag_p99_seconds')), legend: '{{instance}}' }],
         },
         {
           title: 'Restarts in the last hour',
           description: 'Times each instance started within the last hour.',
           unit: 'short',
-          targets: [{ expr: `changes(${series('process_start_time_seconds')}[1h])`, legend: '{{instance}}' }],
+          targets: [
+            { expr: ofInstances(`changes(${series('process_start_time_seconds')}[1h])`), legend: '{{instance}}' },
+          ],
         },
         {
           title: 'Log lines dropped',

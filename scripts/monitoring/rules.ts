@@ -98,14 +98,23 @@ export function duration(seconds: number): string {
 /** The recorded SLI of an SLO over a window: the share of /api answers that spent its budget. */
 export const sliRecord = (window: number): string => `slo:errors:ratio_rate${duration(window)}`;
 
-/** The selector of the service's series, with more matchers. */
-export const series = (name: string, ...matchers: string[]): string =>
-  `${name}{${[SERVICE_SELECTOR, ...matchers].join(',')}}`;
+/** A selector of a metric, narrowed by SERVICE_SELECTOR and `matchers`. */
+export function series(name: string, ...matchers: string[]): string {
+  const all = [SERVICE_SELECTOR, ...matchers].filter((matcher) => matcher !== '');
+  return all.length === 0 ? name : `${name}{${all.join(',')}}`;
+}
+
+/** `vector` with only the series of the service's jobs: those whose instances export `service_ready`. */
+export const ofService = (vector: string): string =>
+  `${vector} and on (job) group by (job) (${series('service_ready')})`;
+
+/** `vector` with only the series of the service's instances. */
+export const ofInstances = (vector: string): string => `${vector} and on (job, instance) ${series('service_ready')}`;
 
 const API = `route=~"${API_ROUTES}"`;
 
-/** `expr`'s rate over `window`, summed over every instance. */
-const sumRate = (selector: string, window: string) => `sum(rate(${selector}[${window}]))`;
+/** The rate of `selector`'s series of the service over `window`, summed over every instance. */
+export const sumRate = (selector: string, window: string) => `sum(${ofService(`rate(${selector}[${window}])`)})`;
 /** The same, 0 when the series is absent (no fault injected, no error yet). */
 const sumRateOr0 = (selector: string, window: string) => `(${sumRate(selector, window)} or vector(0))`;
 
@@ -213,7 +222,8 @@ export function rules(options: RuleOptions = {}): RuleGroup[] {
   const service: AlertingRule[] = [
     alert(
       'GreetingServiceDown',
-      `${series('up')} == 0`,
+      // An instance that exported service_ready within the hour: the service's, though it exports nothing now.
+      `${series('up')} == 0 and on (job, instance) max_over_time(${series('service_ready')}[${scale(HOUR)}])`,
       5 * MINUTE,
       'warning',
       'An instance cannot be scraped',
@@ -245,7 +255,7 @@ export function rules(options: RuleOptions = {}): RuleGroup[] {
     ),
     alert(
       'GreetingServiceEventLoopLagging',
-      `${series('nodejs_eventloop_lag_p99_seconds')} > ${num(EVENT_LOOP_LAG_SECONDS)}`,
+      ofInstances(`${series('nodejs_eventloop_lag_p99_seconds')} > ${num(EVENT_LOOP_LAG_SECONDS)}`),
       5 * MINUTE,
       'warning',
       'The event loop of an instance lags',
@@ -253,7 +263,7 @@ export function rules(options: RuleOptions = {}): RuleGroup[] {
     ),
     alert(
       'GreetingServiceRestarting',
-      `changes(${series('process_start_time_seconds')}[${scale(HOUR)}]) > ${RESTARTS_PER_HOUR}`,
+      ofInstances(`changes(${series('process_start_time_seconds')}[${scale(HOUR)}]) > ${RESTARTS_PER_HOUR}`),
       0,
       'warning',
       'An instance keeps restarting',

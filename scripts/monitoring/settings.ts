@@ -22,10 +22,12 @@ export const LATENCY_THRESHOLD_SECONDS = 0.1;
 export const INJECTED_FAULTS_SPEND_BUDGET = false;
 
 /**
- * Selects the service's series among everything Prometheus scrapes. The Prometheus Operator names
- * a PodMonitor's job `<namespace>/<name>`; a static scrape job of its own is `greeting-service`.
+ * The service's series are told from the rest of what Prometheus scrapes, whatever the scrape
+ * job's name, by the jobs and instances that export `service_ready`, which only this service does.
+ * This narrows them further, for a Prometheus that scrapes several deployments of it: a matcher
+ * such as `namespace="production"` or `job="production/greeting-service"`; empty for all.
  */
-export const SERVICE_SELECTOR = 'job=~"(.+/)?greeting-service"';
+export const SERVICE_SELECTOR = '';
 
 /** The routes of the API, as the `route` label names them (any context path before `/api`). */
 export const API_ROUTES = '(/.+)?/api/.+';

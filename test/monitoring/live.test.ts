@@ -1,10 +1,12 @@
 import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { panelQueries } from '../../scripts/monitoring/dashboard.js';
 import { type RecordingRule, rules } from '../../scripts/monitoring/rules.js';
-import { rulesFile } from '../../scripts/monitoring/write.js';
-import { type RunningServer, startServer } from '../server-process.js';
+import { RULES_FILE, rulesFile } from '../../scripts/monitoring/write.js';
+import { ROOT, type RunningServer, startServer } from '../server-process.js';
 import { PROMETHEUS_SKIP_REASON, type Prometheus, type RuleState, startPrometheus } from './prometheus.js';
 
 /**
@@ -12,13 +14,14 @@ import { PROMETHEUS_SKIP_REASON, type Prometheus, type RuleState, startPrometheu
  * faults (FAULT_ERROR_RATE) and one not, each scraped every second by a Prometheus of its own with
  * the rules loaded, while the test sends them the same traffic. The rules are those of
  * deploy/prometheus rendered with every window and `for` divided by 60 (an hour in a minute), and
- * with injected faults spending the budget, since they are what is measured here.
+ * with injected faults spending the budget, since they are what is measured here; a third
+ * Prometheus loads the shipped file itself, to show each of its rules evaluated as it stands.
  */
 
 const ERROR_RATE = 0.2;
 const TIME_SCALE = 60;
-/** What Grafana would put for `$__rate_interval` with a 1 s scrape interval, and some margin. */
-const RATE_INTERVAL = '10s';
+/** Any name: the rules find the service by what it exports, not by its scrape job's name. */
+const JOB = 'whatever-the-team-calls-it';
 const FAST_BURN = 'GreetingServiceAvailabilityFastBurn';
 
 /** /api requests of every kind, and one outside it. */
@@ -87,6 +90,7 @@ describe('the rules and the dashboard in a real Prometheus scraping the service'
   };
   const traffic = new AbortController();
   let driving: Promise<unknown> = Promise.resolve();
+  let shipped: Prometheus | undefined;
 
   before(async () => {
     if (PROMETHEUS_SKIP_REASON) return;
@@ -99,8 +103,13 @@ describe('the rules and the dashboard in a real Prometheus scraping the service'
         [],
         { logFile: '/dev/null' },
       );
-      instance.prometheus = await startPrometheus('greeting-service', [`127.0.0.1:${instance.server.port}`], rendered);
+      instance.prometheus = await startPrometheus(JOB, [`127.0.0.1:${instance.server.port}`], rendered);
     }
+    shipped = await startPrometheus(
+      JOB,
+      [`127.0.0.1:${instances.faulty.server?.port}`],
+      readFileSync(join(ROOT, RULES_FILE), 'utf8'),
+    );
     driving = Promise.all(
       Object.values(instances).map(({ server, tally }) => drive(server?.port as number, tally, traffic.signal)),
     );
@@ -109,6 +118,7 @@ describe('the rules and the dashboard in a real Prometheus scraping the service'
   after(async () => {
     traffic.abort();
     await driving.catch(() => {});
+    await shipped?.stop();
     for (const { server, prometheus } of Object.values(instances)) {
       await prometheus?.stop();
       server?.kill();
@@ -127,18 +137,17 @@ describe('the rules and the dashboard in a real Prometheus scraping the service'
     t.diagnostic(`${FAST_BURN} firing ${((performance.now() - started) / 1000).toFixed(1)} s after the test began`);
   });
 
-  it('every rule is healthy and every recording rule has series, in both', async () => {
-    for (const name of ['faulty', 'healthy'] as const) {
+  it('every rule is healthy and every recording rule has series, in each: with and without faults, and the shipped file', async () => {
+    const all = { faulty: prometheus('faulty'), healthy: prometheus('healthy'), shipped: shipped as Prometheus };
+    const count = rules().reduce((sum, group) => sum + group.rules.length, 0);
+    for (const [name, server] of Object.entries(all)) {
       const states = await until(`${name}: every rule evaluated`, 15_000, async () => {
-        const all = await prometheus(name).rules();
-        return all.every((rule) => rule.health === 'ok') ? all : undefined;
+        const evaluated = await server.rules();
+        return evaluated.every((rule) => rule.health === 'ok') ? evaluated : undefined;
       });
-      assert.equal(
-        states.length,
-        rules().reduce((sum, group) => sum + group.rules.length, 0),
-      );
+      assert.equal(states.length, count, name);
       for (const rule of recordingRules()) {
-        const samples = await prometheus(name).query(selector(rule));
+        const samples = await server.query(selector(rule));
         assert.equal(samples.length, 1, `${name}: ${selector(rule)} has one series`);
       }
     }
@@ -169,8 +178,9 @@ describe('the rules and the dashboard in a real Prometheus scraping the service'
 
   it("every dashboard panel's query is accepted, and has data but for the streams' (none yet)", async () => {
     for (const { panel, expr, mayBeEmpty } of panelQueries()) {
+      assert.doesNotMatch(expr, /\$/, `${panel}: PromQL as it stands, no variable to substitute`);
       // A query Prometheus refuses throws here, its error said.
-      const samples = await prometheus('faulty').query(expr.replaceAll('$__rate_interval', RATE_INTERVAL));
+      const samples = await prometheus('faulty').query(expr);
       if (!mayBeEmpty) assert.ok(samples.length > 0, `${panel}: ${expr} has no data`);
     }
     const streams = panelQueries().filter((query) => query.mayBeEmpty);
