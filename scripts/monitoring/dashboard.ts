@@ -1,5 +1,5 @@
-import { burnThresholds, num, OBJECTIVES, ofInstances, ofService, type Slo, series, sliRecord } from './rules.js';
-import { API_ROUTES, LATENCY_THRESHOLD_SECONDS } from './settings.js';
+import { API, burnThresholds, num, OBJECTIVES, ofInstances, ofService, type Slo, series, sliRecord } from './rules.js';
+import { LATENCY_THRESHOLD_SECONDS } from './settings.js';
 
 /**
  * The Grafana dashboard (its JSON model), made from the same settings and selectors as the rules:
@@ -35,7 +35,6 @@ interface PanelSpec {
   max?: number;
 }
 
-const API = `route=~"${API_ROUTES}"`;
 const RATE = '5m';
 const DATASOURCE = { type: 'prometheus', uid: `\${datasource}` };
 

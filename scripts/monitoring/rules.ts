@@ -70,7 +70,7 @@ const SLOW_BURN: BurnWindows[] = [
 ];
 
 /** Every window an SLI is recorded over: those of the alerts, and the SLO's own. */
-export const SLI_WINDOWS = [
+const SLI_WINDOWS = [
   ...new Set([...FAST_BURN, ...SLOW_BURN].flatMap(({ long, short }) => [short, long])),
   SLO_WINDOW_SECONDS,
 ].sort((a, b) => a - b);
@@ -81,7 +81,7 @@ export const OBJECTIVES: Record<Slo, number> = { availability: AVAILABILITY_OBJE
 export const num = (value: number): string => String(Number(value.toPrecision(10)));
 
 /** Seconds as a Prometheus duration in its largest whole unit. */
-export function duration(seconds: number): string {
+function duration(seconds: number): string {
   const ms = Math.round(seconds * 1000);
   if (ms <= 0) throw new Error(`a duration of ${seconds} s is too short`);
   for (const [unit, size] of [
@@ -111,10 +111,11 @@ export const ofService = (vector: string): string =>
 /** `vector` with only the series of the service's instances. */
 export const ofInstances = (vector: string): string => `${vector} and on (job, instance) ${series('service_ready')}`;
 
-const API = `route=~"${API_ROUTES}"`;
+/** The matcher of the routes under /api. */
+export const API = `route=~"${API_ROUTES}"`;
 
 /** The rate of `selector`'s series of the service over `window`, summed over every instance. */
-export const sumRate = (selector: string, window: string) => `sum(${ofService(`rate(${selector}[${window}])`)})`;
+const sumRate = (selector: string, window: string) => `sum(${ofService(`rate(${selector}[${window}])`)})`;
 /** The same, 0 when the series is absent (no fault injected, no error yet). */
 const sumRateOr0 = (selector: string, window: string) => `(${sumRate(selector, window)} or vector(0))`;
 
