@@ -157,6 +157,8 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   // Registered before listening, so it runs after Fastify's own close hook has drained the requests.
   app.addHook('onClose', () => stores.close());
 
+  const readiness = new Readiness(() => app.draining, stores.health);
+
   const tracesUrl = otlpTracesUrl(config);
   const spanExport = tracesUrl === null ? null : await createSpanExport(config, tracesUrl, app.log);
   // First: the request's span begins before any other hook runs, and sees every route added.
@@ -191,7 +193,12 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
       : null,
   });
   if (config.metricsEnabled) {
-    await app.register(metricsPlugin, { requestLog, droppedLogLines: options.droppedLogLines ?? (() => 0) });
+    await app.register(metricsPlugin, {
+      requestLog,
+      droppedLogLines: options.droppedLogLines ?? (() => 0),
+      readiness,
+      store: stores.kind,
+    });
     spanExport?.registerMetrics(app.metricsRegistry);
   }
   const prefix = config.contextPath === '/' ? '' : config.contextPath;
@@ -214,7 +221,6 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
       shutdownTimeoutMs: config.shutdownTimeoutMs,
     });
   }
-  const readiness = new Readiness(() => app.draining, stores.health);
 
   // Each route's schema says what that route itself answers; the answers and headers common to
   // every route (errors, versioning, rate limiting) are added to the document in plugins/openapi.ts.

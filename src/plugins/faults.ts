@@ -118,6 +118,30 @@ export const faultsPlugin = fp(
     if (settings.errorRate > 0) counter?.labels('abort', 'settings').inc(0);
     if (settings.delayRate > 0) counter?.labels('delay', 'settings').inc(0);
     if (settings.headers) for (const kind of FAULT_KINDS) counter?.labels(kind, 'headers').inc(0);
+    const answers =
+      registry === null
+        ? null
+        : new Counter({
+            name: 'faults_injected_answers_total',
+            help:
+              'Answers to /api replaced by an injected fault, by the status sent (0: the connection or stream ' +
+              'broken instead): what an SLO counts apart from the answers the service itself gave.',
+            labelNames: ['status'] as const,
+            registers: [registry],
+          });
+    // A status's series is found by number; those the settings make are there from the start, at 0.
+    const answersOf = new Map<number, Counter.Internal>();
+    const answerCounter = (status: number): Counter.Internal | undefined => {
+      if (answers === null) return undefined;
+      let child = answersOf.get(status);
+      if (child === undefined) {
+        child = answers.labels(String(status));
+        answersOf.set(status, child);
+      }
+      return child;
+    };
+    if (settings.errorRate > 0) answerCounter(settings.errorStatus)?.inc(0);
+    if (settings.headers) answerCounter(0)?.inc(0);
 
     app.decorateRequest('faults', null);
     requestLog.faultsOf((request) => request.faults?.injected.join(',') ?? null);
@@ -189,6 +213,7 @@ export const faultsPlugin = fp(
       }
       injected(request, reply, 'abort', abort.source);
       const { status } = abort;
+      answerCounter(status)?.inc();
       const by = abort.source === 'settings' ? 'FAULT_ERROR_RATE' : FAULT_HEADERS.abort;
       if (status >= 400) {
         const allow = [...(methods.get(request.routeOptions.url ?? '') ?? [])].join(', ');
@@ -310,6 +335,7 @@ export const faultsPlugin = fp(
       const body = typeof payload === 'string' || Buffer.isBuffer(payload) ? Buffer.from(payload) : Buffer.alloc(0);
       if (plan.connection !== null) {
         injected(request, reply, plan.connection, 'headers');
+        answerCounter(0)?.inc();
         breakConnection(request, reply, body, plan.connection);
         return;
       }

@@ -1,8 +1,10 @@
 import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
-import { Counter, collectDefaultMetrics, Registry } from 'prom-client';
+import { Counter, collectDefaultMetrics, Gauge, Registry } from 'prom-client';
 import { type HistogramSeries, SeriesHistogram } from '../lib/histogram.js';
 import type { RequestLog } from '../logging/request-log.js';
+import type { CheckResults, Readiness } from '../services/readiness.js';
+import type { StoreKind } from '../stores/stores.js';
 
 /** The route label of a request no route matched (a 404 or 405): never its raw URL, which has no bound. */
 export const UNMATCHED_ROUTE = 'unmatched';
@@ -10,7 +12,7 @@ export const UNMATCHED_ROUTE = 'unmatched';
 const LABELS = ['method', 'route', 'status'] as const;
 
 /** Seconds. The service answers most requests well within a millisecond, so the buckets start below one. */
-const DURATION_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
+export const DURATION_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
 
 /** A series of the duration histogram, with the method and status it counts. */
 interface KnownSeries {
@@ -41,19 +43,51 @@ declare module 'fastify' {
   }
 }
 
+export interface MetricsOptions {
+  requestLog: RequestLog;
+  droppedLogLines: () => number;
+  readiness: Readiness;
+  /** Which store the service keeps its state in: the `store` label of `store_up`. */
+  store: StoreKind;
+}
+
 /**
  * Counts every request that gets a response, by method, route template and status, and measures
  * its duration, in a registry of this app's own (an app per test, many in a process). The route is
  * the template (`/api/hello/:name`), so the number of series is bounded by the routes, not by the
  * URLs clients send; a request no route took (404, 405, a path refused before routing) is
- * `unmatched`. Requests are observed where they are logged, as they finish.
+ * `unmatched`. Requests are observed where they are logged, as they finish. Readiness and the
+ * store's state are asked when `/metrics` is read, as `/readyz` asks them.
  */
 export const metricsPlugin = fp(
-  async (
-    app: FastifyInstance,
-    { requestLog, droppedLogLines }: { requestLog: RequestLog; droppedLogLines: () => number },
-  ) => {
+  async (app: FastifyInstance, { requestLog, droppedLogLines, readiness, store }: MetricsOptions) => {
     const registry = new Registry();
+    // One check of readiness per scrape, whichever gauge asks first: the store is asked once.
+    let asking: Promise<CheckResults> | null = null;
+    const checks = (): Promise<CheckResults> => {
+      asking ??= readiness.checks().finally(() => {
+        asking = null;
+      });
+      return asking;
+    };
+    new Gauge({
+      name: 'service_ready',
+      help: '1 when the instance is ready for traffic (as /readyz answers), 0 when it is not.',
+      registers: [registry],
+      async collect() {
+        const results = await checks();
+        this.set(Object.values(results).some((check) => check.state === 'failed') ? 0 : 1);
+      },
+    });
+    new Gauge({
+      name: 'store_up',
+      help: '1 when the store the service keeps its state in can serve (as /readyz asks it), 0 when it cannot.',
+      labelNames: ['store'] as const,
+      registers: [registry],
+      async collect() {
+        this.set({ store }, (await checks()).store.state === 'failed' ? 0 : 1);
+      },
+    });
     new Counter({
       name: 'log_lines_dropped_total',
       help: 'Log lines dropped because standard output had not taken the ones before them.',

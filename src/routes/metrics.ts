@@ -11,7 +11,8 @@ export async function metricsRoute(app: FastifyInstance): Promise<void> {
         summary: 'Prometheus metrics',
         description:
           'Requests by method, route template and status (`http_requests_total`), their durations ' +
-          '(`http_request_duration_seconds`), and the process metrics, in the Prometheus text format 0.0.4.',
+          '(`http_request_duration_seconds`), readiness (`service_ready`) and the store (`store_up`), and the ' +
+          'process metrics, in the Prometheus text format 0.0.4.',
         tags: ['operations'],
         response: {
           200: {

@@ -6,8 +6,12 @@ import { MemoryRateLimitStore } from './memory-rate-limit.js';
 import type { ProfileStore } from './profile.js';
 import type { RateLimitStore } from './rate-limit.js';
 
+/** Where the state is kept: this process's memory, or Redis. */
+export type StoreKind = 'memory' | 'redis';
+
 /** Where the service keeps its state, and whether it can reach it. */
 export interface Stores {
+  kind: StoreKind;
   profile: ProfileStore;
   rateLimit: RateLimitStore;
   health: StoreHealth;
@@ -22,6 +26,7 @@ export interface Stores {
 export async function createStores(config: Config, log: FastifyBaseLogger): Promise<Stores> {
   if (config.redisUrl === null && config.redisSentinels === null && config.redisClusterNodes === null) {
     return {
+      kind: 'memory',
       profile: new MemoryProfileStore(),
       rateLimit: new MemoryRateLimitStore(),
       health: ALWAYS_AVAILABLE,
@@ -35,6 +40,7 @@ export async function createStores(config: Config, log: FastifyBaseLogger): Prom
   ]);
   const connection = new RedisConnection({ settings: config, minReplicasAck: config.redisMinReplicasAck, log });
   return {
+    kind: 'redis',
     profile: new RedisProfileStore(connection),
     rateLimit: new RedisRateLimitStore(connection),
     health: connection,

@@ -3,7 +3,10 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
+import { parse } from 'yaml';
+import { DASHBOARD_FILE, RULES_FILE } from '../../scripts/monitoring/write.js';
 import { type Config, loadConfig } from '../../src/config/index.js';
+import { ROOT } from '../server-process.js';
 import { makeTlsFiles, OPENSSL_MISSING, OPENSSL_SKIP_REASON, type TlsFiles } from '../tls-files.js';
 import { type KubeObject, schemaErrors } from './api-schema.js';
 import {
@@ -518,6 +521,23 @@ describe('deploy/kubernetes', { skip: SKIP_REASON }, () => {
       assert.ok(container('production').ports?.some((p) => p.name === endpoint?.port));
       assert.equal(endpoint?.path, '/metrics');
     }
+  });
+
+  it("the podmonitor component's rules and dashboard: the rules file as a PrometheusRule, the dashboard as a ConfigMap Grafana's sidecar loads", async () => {
+    const objects = withComponent('podmonitor');
+    const rule = find(objects, 'PrometheusRule', SERVICE) as KubeObject & { spec: { groups: unknown } };
+    assert.deepEqual(await schemaErrors(rule), []);
+    const rulesFile = parse(readFileSync(join(ROOT, RULES_FILE), 'utf8')) as { groups: unknown };
+    assert.deepEqual(rule.spec.groups, rulesFile.groups);
+    const dashboard = find(objects, 'ConfigMap', `${SERVICE}-dashboard`) as KubeObject & {
+      data: Record<string, string>;
+    };
+    assert.deepEqual(await schemaErrors(dashboard), []);
+    assert.equal(dashboard.metadata.labels?.grafana_dashboard, '1');
+    assert.deepEqual(
+      Object.values(dashboard.data).map((text) => JSON.parse(text)),
+      [JSON.parse(readFileSync(join(ROOT, DASHBOARD_FILE), 'utf8'))],
+    );
   });
 
   it('refuses to render production without its secret files, rather than with made-up ones', () => {

@@ -59,6 +59,17 @@ async function faultCounts(served: Served): Promise<Map<string, number>> {
   return counts;
 }
 
+/** `faults_injected_answers_total` as /metrics shows it, by status. */
+async function injectedAnswers(served: Served): Promise<Map<number, number>> {
+  const text = (await served.send({ path: '/metrics' })).text;
+  return new Map(
+    [...samples(text, 'faults_injected_answers_total')].map(([labels, value]) => [
+      Number(/^\{status="(\d+)"\}$/.exec(labels)?.[1]),
+      value,
+    ]),
+  );
+}
+
 /**
  * Each route's hooks as `printRoutes` lists them, by its line (`/api/hello (GET)`; a nested route by
  * its own part, `/:name (GET)`): the hook lists that requests of the route run.
@@ -161,7 +172,7 @@ describe('fault injection off (the defaults)', () => {
 
   it('counts no fault in /metrics', async () => {
     assert.deepEqual(await faultCounts(served), new Map());
-    assert.doesNotMatch((await served.send({ path: '/metrics' })).text, /faults_injected_total/);
+    assert.doesNotMatch((await served.send({ path: '/metrics' })).text, /faults_injected/);
   });
 });
 
@@ -514,6 +525,28 @@ describe('FAULT_HEADERS=true', () => {
       await fresh.close();
     }
   });
+
+  it('counts the answers it replaces by the status sent, 0 for a broken connection, apart from those it delays', async () => {
+    const fresh = await serve({ faultHeaders: true });
+    try {
+      assert.deepEqual(await injectedAnswers(fresh), new Map([[0, 0]]));
+      await fresh.send({ path: '/api/hello', headers: { 'x-envoy-fault-abort-request': '502' } });
+      await fresh.send({ path: '/api/hello', headers: { 'x-envoy-fault-abort-request': '502' } });
+      await fresh.send({ path: '/api/hello', headers: { 'x-envoy-fault-abort-request': '429' } });
+      await fresh.send({ path: '/api/hello', headers: { 'x-envoy-fault-delay-request': '10' } });
+      await assert.rejects(fresh.send({ path: '/api/hello', headers: { 'x-fault-connection': 'reset' } }));
+      assert.deepEqual(
+        await injectedAnswers(fresh),
+        new Map([
+          [0, 1],
+          [502, 2],
+          [429, 1],
+        ]),
+      );
+    } finally {
+      await fresh.close();
+    }
+  });
 });
 
 describe('FAULT_ERROR_RATE and FAULT_DELAY_RATE', () => {
@@ -535,6 +568,7 @@ describe('FAULT_ERROR_RATE and FAULT_DELAY_RATE', () => {
         `${injected.length} of 400 answered 503 at FAULT_ERROR_RATE=0.25 (bounds ${low.toFixed(0)} to ${high.toFixed(0)})`,
       );
       assert.deepEqual(await faultCounts(served), new Map([['abort,settings', injected.length]]));
+      assert.deepEqual(await injectedAnswers(served), new Map([[503, injected.length]]));
       // Outside /api, nothing.
       const health = await many(100, 20, () => served.send({ path: '/healthz' }));
       assert.ok(health.every((res) => res.status === 200));

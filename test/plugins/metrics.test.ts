@@ -1,4 +1,7 @@
 import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { UNMATCHED_ROUTE } from '../../src/plugins/metrics.js';
 import { assertEnvelope, type Client, injectClient, samples, transports } from '../helpers.js';
@@ -93,6 +96,45 @@ describe('metrics per app', () => {
       await client.send({ path: '/svc/api/hello/x' });
       const text = (await client.send({ path: '/svc/metrics' })).text;
       assert.equal(samples(text, 'http_requests_total').get(labels('GET', '/svc/api/hello/:name', 200)), 1);
+    } finally {
+      await client.close();
+    }
+  });
+});
+
+describe('readiness and the store in /metrics', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'greeting-metrics-'));
+  after(() => rmSync(dir, { recursive: true, force: true }));
+  const token = 'bWV0cmljcy1yZWFkaW5lc3MtdG9rZW4=';
+  const tokenFile = join(dir, 'token');
+  writeFileSync(tokenFile, `${token}\n`);
+
+  const gauges = async (client: Client) => {
+    const text = (await client.send({ path: '/metrics' })).text;
+    assert.match(text, /^# TYPE service_ready gauge$/m);
+    assert.match(text, /^# TYPE store_up gauge$/m);
+    return { ready: samples(text, 'service_ready').get(''), store: samples(text, 'store_up') };
+  };
+
+  it('ready, the memory store up: 1 and 1; taken out by the operator: service_ready 0, the store still 1', async () => {
+    const client = await injectClient({ adminTokenFile: tokenFile });
+    try {
+      assert.deepEqual(await gauges(client), { ready: 1, store: new Map([['{store="memory"}', 1]]) });
+      const headers = { authorization: `Bearer ${token}` };
+      assert.equal((await client.send({ method: 'POST', path: '/readyz/disable', headers })).status, 204);
+      assert.deepEqual(await gauges(client), { ready: 0, store: new Map([['{store="memory"}', 1]]) });
+      assert.equal((await client.send({ method: 'POST', path: '/readyz/enable', headers })).status, 204);
+      assert.equal((await gauges(client)).ready, 1);
+    } finally {
+      await client.close();
+    }
+  });
+
+  it('Redis unreachable: store_up{store="redis"} 0 and service_ready 0, as /readyz says', async () => {
+    const client = await injectClient({ redisUrl: 'redis://127.0.0.1:9', redisTimeoutMs: 200 });
+    try {
+      assert.equal((await client.send({ path: '/readyz' })).status, 503);
+      assert.deepEqual(await gauges(client), { ready: 0, store: new Map([['{store="redis"}', 0]]) });
     } finally {
       await client.close();
     }

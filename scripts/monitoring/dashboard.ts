@@ -1,0 +1,303 @@
+import { API, burnThresholds, num, OBJECTIVES, ofInstances, ofService, type Slo, series, sliRecord } from './rules.js';
+import { LATENCY_THRESHOLD_SECONDS } from './settings.js';
+
+/**
+ * The Grafana dashboard (its JSON model), made from the same settings and selectors as the rules:
+ * traffic, errors, latency, the SLOs' budgets and burn, the rate limit, faults, open streams, the
+ * process and the store. Its one variable is the data source; rates are over 5 minutes, which
+ * spans several scrapes at any usual interval, and every query is PromQL as it stands.
+ */
+
+/** A panel's query, and whether a running service may give it no data. */
+export interface PanelQuery {
+  panel: string;
+  expr: string;
+  /** The streams' series: none until the service has WebSocket and event streams. */
+  mayBeEmpty: boolean;
+}
+
+interface Target {
+  expr: string;
+  legend: string;
+  mayBeEmpty?: boolean;
+}
+
+interface PanelSpec {
+  title: string;
+  description: string;
+  unit: string;
+  targets: Target[];
+  /** A stat of the last value rather than a time series. */
+  stat?: boolean;
+  /** The panel's width in Grafana's 24 columns. */
+  width?: number;
+  min?: number;
+  max?: number;
+}
+
+const RATE = '5m';
+const DATASOURCE = { type: 'prometheus', uid: `\${datasource}` };
+
+/** The rate of the service's series of `selector`. */
+const rate = (selector: string) => ofService(`rate(${selector}[${RATE}])`);
+/** The service's series of `selector`. */
+const gauge = (selector: string) => ofService(selector);
+
+const SLO_TITLES: Record<Slo, string> = {
+  availability: `Availability: /api answers not 5xx, objective ${num(OBJECTIVES.availability * 100)}%`,
+  latency: `Latency: /api answers within ${num(LATENCY_THRESHOLD_SECONDS * 1000)} ms, objective ${num(OBJECTIVES.latency * 100)}%`,
+};
+
+function rows(): { title: string; panels: PanelSpec[] }[] {
+  const slos = Object.keys(OBJECTIVES) as Slo[];
+  return [
+    {
+      title: 'Service level objectives',
+      panels: [
+        ...slos.map(
+          (slo): PanelSpec => ({
+            title: `${SLO_TITLES[slo]}: error budget left`,
+            description: `The share of the ${slo} error budget over the SLO's window that is left (below 0: spent).`,
+            unit: 'percentunit',
+            stat: true,
+            width: 6,
+            targets: [{ expr: `slo:error_budget:remaining_ratio{slo="${slo}"}`, legend: 'budget left' }],
+          }),
+        ),
+        ...slos.map(
+          (slo): PanelSpec => ({
+            title: `${slo[0]?.toUpperCase()}${slo.slice(1)}: burn rate`,
+            description: `How many times as fast as the SLO allows the ${slo} budget is being spent; 1 spends it exactly over the window. The alerts page above ${burnThresholds('fast')}, and open a ticket above ${burnThresholds('slow')}.`,
+            unit: 'none',
+            width: 6,
+            targets: ['5m', '1h', '6h', '3d'].map((window) => ({
+              expr: `${sliRecord(seconds(window))}{slo="${slo}"} / on (slo) (1 - slo:objective:ratio)`,
+              legend: `over ${window}`,
+            })),
+          }),
+        ),
+      ],
+    },
+    {
+      title: 'Traffic and errors',
+      panels: [
+        {
+          title: 'Requests by route',
+          description: 'Requests answered per second, by route template.',
+          unit: 'reqps',
+          targets: [{ expr: `sum by (route) (${rate(series('http_requests_total'))})`, legend: '{{route}}' }],
+        },
+        {
+          title: 'Errors by status',
+          description: 'Answers with a 4xx or 5xx status per second, by status (429: the rate limit).',
+          unit: 'reqps',
+          targets: [
+            {
+              expr: `sum by (status) (${rate(series('http_requests_total', 'status=~"[45].."'))})`,
+              legend: '{{status}}',
+            },
+          ],
+        },
+        {
+          title: 'Latency of /api',
+          description: "Percentiles of the /api answers' durations, from the histogram's buckets.",
+          unit: 's',
+          targets: [0.5, 0.9, 0.99].map((quantile) => ({
+            expr: `histogram_quantile(${quantile}, sum by (le) (${rate(series('http_request_duration_seconds_bucket', API))}))`,
+            legend: `p${quantile * 100}`,
+          })),
+        },
+        {
+          title: 'Rate limit: share refused',
+          description: 'The share of /api requests the rate limit refused with 429.',
+          unit: 'percentunit',
+          targets: [
+            {
+              expr: `(sum(${rate(series('http_requests_total', API, 'status="429"'))}) or vector(0)) / sum(${rate(series('http_requests_total', API))})`,
+              legend: 'refused',
+            },
+          ],
+        },
+        {
+          title: 'Injected faults',
+          description: 'Faults injected on purpose per second, by kind and source (FAULT_ settings or headers).',
+          unit: 'reqps',
+          targets: [
+            {
+              expr: `sum by (kind, source) (${rate(series('faults_injected_total'))})`,
+              legend: '{{kind}} ({{source}})',
+            },
+          ],
+        },
+      ],
+    },
+    {
+      title: 'Streams',
+      panels: [
+        {
+          title: 'Open streams',
+          description: 'WebSocket connections and event streams open now.',
+          unit: 'short',
+          targets: [
+            {
+              expr: `sum(${gauge(series('websocket_connections_open'))})`,
+              legend: 'WebSocket connections',
+              mayBeEmpty: true,
+            },
+            { expr: `sum(${gauge(series('event_streams_open'))})`, legend: 'event streams', mayBeEmpty: true },
+          ],
+        },
+        {
+          title: 'Stream messages',
+          description: 'WebSocket messages and events sent per second.',
+          unit: 'short',
+          targets: [
+            {
+              expr: `sum(${rate(series('websocket_messages_total'))})`,
+              legend: 'WebSocket messages',
+              mayBeEmpty: true,
+            },
+            { expr: `sum(${rate(series('events_sent_total'))})`, legend: 'events sent', mayBeEmpty: true },
+          ],
+        },
+      ],
+    },
+    {
+      title: 'Instances and the store',
+      panels: [
+        {
+          title: 'Ready instances',
+          description: 'Instances ready for traffic (service_ready), of those scraped (up).',
+          unit: 'short',
+          targets: [
+            { expr: `sum(${series('service_ready')})`, legend: 'ready' },
+            { expr: `sum(${ofService(series('up'))})`, legend: 'scraped' },
+          ],
+        },
+        {
+          title: 'Store up',
+          description: 'Per instance, whether the store it keeps its state in (memory or Redis) can serve.',
+          unit: 'short',
+          min: 0,
+          max: 1,
+          targets: [{ expr: series('store_up'), legend: '{{instance}} {{store}}' }],
+        },
+        {
+          title: 'CPU',
+          description: 'CPU time per second, per instance.',
+          unit: 'percentunit',
+          targets: [{ expr: rate(series('process_cpu_seconds_total')), legend: '{{instance}}' }],
+        },
+        {
+          title: 'Memory',
+          description: 'Resident memory and heap used, per instance.',
+          unit: 'bytes',
+          targets: [
+            { expr: ofInstances(series('process_resident_memory_bytes')), legend: '{{instance}} resident' },
+            { expr: ofInstances(series('nodejs_heap_size_used_bytes')), legend: '{{instance}} heap used' },
+          ],
+        },
+        {
+          title: 'Event loop lag (p99)',
+          description: 'How late the event loop runs what is due, per instance: every request there waits as long.',
+          unit: 's',
+          targets: [{ expr: ofInstances(series('nodejs_eventloop_lag_p99_seconds')), legend: '{{instance}}' }],
+        },
+        {
+          title: 'Restarts in the last hour',
+          description: 'Times each instance started within the last hour.',
+          unit: 'short',
+          targets: [
+            { expr: ofInstances(`changes(${series('process_start_time_seconds')}[1h])`), legend: '{{instance}}' },
+          ],
+        },
+        {
+          title: 'Log lines dropped',
+          description: 'Log lines dropped per second because standard output had not taken the ones before them.',
+          unit: 'short',
+          targets: [{ expr: rate(series('log_lines_dropped_total')), legend: '{{instance}}' }],
+        },
+      ],
+    },
+  ];
+}
+
+function seconds(window: string): number {
+  const [, amount, unit] = /^(\d+)([mhd])$/.exec(window) ?? [];
+  return Number(amount) * { m: 60, h: 3600, d: 86400 }[unit as 'm' | 'h' | 'd'];
+}
+
+/** Every panel's queries, for the test that runs them against a real Prometheus. */
+export function panelQueries(): PanelQuery[] {
+  return rows().flatMap((row) =>
+    row.panels.flatMap((panel) =>
+      panel.targets.map((target) => ({
+        panel: panel.title,
+        expr: target.expr,
+        mayBeEmpty: target.mayBeEmpty ?? false,
+      })),
+    ),
+  );
+}
+
+/** Grafana's JSON model of the dashboard. */
+export function dashboard(): Record<string, unknown> {
+  const panels: Record<string, unknown>[] = [];
+  let id = 1;
+  let y = 0;
+  for (const row of rows()) {
+    panels.push({ type: 'row', title: row.title, id: id++, collapsed: false, gridPos: { h: 1, w: 24, x: 0, y } });
+    y += 1;
+    let x = 0;
+    for (const panel of row.panels) {
+      const w = panel.width ?? 8;
+      if (x + w > 24) {
+        x = 0;
+        y += 8;
+      }
+      panels.push({
+        type: panel.stat ? 'stat' : 'timeseries',
+        title: panel.title,
+        description: panel.description,
+        id: id++,
+        datasource: DATASOURCE,
+        gridPos: { h: 8, w, x, y },
+        fieldConfig: {
+          defaults: {
+            unit: panel.unit,
+            ...(panel.min === undefined ? {} : { min: panel.min }),
+            ...(panel.max === undefined ? {} : { max: panel.max }),
+          },
+          overrides: [],
+        },
+        options: panel.stat
+          ? { reduceOptions: { calcs: ['lastNotNull'], fields: '', values: false }, colorMode: 'value' }
+          : { legend: { displayMode: 'list', placement: 'bottom', showLegend: true }, tooltip: { mode: 'multi' } },
+        targets: panel.targets.map((target, index) => ({
+          datasource: DATASOURCE,
+          expr: target.expr,
+          legendFormat: target.legend,
+          refId: String.fromCharCode(65 + index),
+        })),
+      });
+      x += w;
+    }
+    y += 8;
+  }
+  return {
+    title: 'Greeting and Echo Service',
+    uid: 'greeting-service',
+    description: 'Generated by npm run monitoring from scripts/monitoring/: do not edit here.',
+    tags: ['greeting-service'],
+    timezone: 'utc',
+    schemaVersion: 39,
+    version: 1,
+    editable: true,
+    refresh: '30s',
+    time: { from: 'now-6h', to: 'now' },
+    templating: {
+      list: [{ name: 'datasource', label: 'Prometheus', type: 'datasource', query: 'prometheus', current: {} }],
+    },
+    panels,
+  };
+}

@@ -1,0 +1,144 @@
+import assert from 'node:assert/strict';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, it } from 'node:test';
+import { parse } from 'yaml';
+import { type AlertingRule, type RuleGroup, rules } from '../../scripts/monitoring/rules.js';
+import {
+  DASHBOARD_CONFIG_MAP_FILE,
+  DASHBOARD_FILE,
+  generatedFiles,
+  PROMETHEUS_RULE_FILE,
+  RULES_FILE,
+  rulesFile,
+} from '../../scripts/monitoring/write.js';
+import { run } from '../run-command.js';
+import { ROOT } from '../server-process.js';
+import { PROMETHEUS_SKIP_REASON } from './prometheus.js';
+
+/**
+ * The rules and the dashboard in deploy/: each file what `npm run monitoring` writes, one source
+ * for Prometheus and the Kubernetes component, every runbook link an anchor of docs/operations.md;
+ * `promtool check rules` clean, and `promtool test rules` of rules.promtool.yml passing, with every
+ * alert in it both firing and silent, and every recording rule's value checked.
+ */
+
+const PROMTOOL_TESTS = join(ROOT, 'test', 'monitoring', 'rules.promtool.yml');
+
+const read = (path: string) => readFileSync(join(ROOT, path), 'utf8');
+const shipped = (): RuleGroup[] => (parse(read(RULES_FILE)) as { groups: RuleGroup[] }).groups;
+const alerts = (): AlertingRule[] => shipped().flatMap((group) => group.rules.filter((rule) => 'alert' in rule));
+
+/** A heading's anchor as GitHub makes it. */
+const slug = (heading: string) =>
+  heading
+    .trim()
+    .toLowerCase()
+    .replace(/[^\p{L}\p{N}\s_-]/gu, '')
+    .replace(/\s/g, '-');
+
+interface PromtoolTests {
+  tests: {
+    alert_rule_test?: { alertname: string; exp_alerts: unknown[] }[];
+    promql_expr_test?: { expr: string }[];
+  }[];
+}
+
+describe('deploy/prometheus and deploy/grafana', () => {
+  it('are what npm run monitoring writes from scripts/monitoring/', () => {
+    for (const [path, text] of generatedFiles()) {
+      assert.equal(read(path), text, `${path} is stale: run npm run monitoring`);
+    }
+  });
+
+  it('the PrometheusRule of the podmonitor component carries the rules file, and its ConfigMap the dashboard', () => {
+    const rule = parse(read(PROMETHEUS_RULE_FILE)) as { kind: string; spec: { groups: unknown } };
+    assert.equal(rule.kind, 'PrometheusRule');
+    assert.deepEqual(rule.spec.groups, shipped());
+    const map = parse(read(DASHBOARD_CONFIG_MAP_FILE)) as {
+      metadata: { labels: Record<string, string> };
+      data: Record<string, string>;
+    };
+    assert.equal(map.metadata.labels.grafana_dashboard, '1');
+    assert.deepEqual(Object.values(map.data), [read(DASHBOARD_FILE)]);
+  });
+
+  it('has at least the alerts the service needs, each with a summary, a description, a severity and a runbook anchor in docs/operations.md', () => {
+    const anchors = new Set(
+      [...read('docs/operations.md').matchAll(/^#{2,6} (.+)$/gm)].map(([, heading]) => slug(heading as string)),
+    );
+    const names = alerts().map((rule) => rule.alert);
+    for (const wanted of [
+      'FastBurn',
+      'SlowBurn',
+      'NotReady',
+      'RedisUnreachable',
+      'RateLimitRefusing',
+      'EventLoop',
+      'Restarting',
+    ]) {
+      assert.ok(
+        names.some((name) => name.includes(wanted)),
+        `an alert on ${wanted}`,
+      );
+    }
+    for (const rule of alerts()) {
+      assert.ok(['critical', 'warning'].includes(rule.labels.severity), rule.alert);
+      assert.ok(rule.annotations.summary.length > 0, rule.alert);
+      assert.match(rule.annotations.description, /\{\{ \$(value|labels)/, `${rule.alert}: a description with values`);
+      const [page, anchor] = rule.annotations.runbook_url.split('#');
+      assert.equal(page, 'docs/operations.md', rule.alert);
+      assert.ok(anchors.has(anchor as string), `${rule.alert}: docs/operations.md has no #${anchor}`);
+    }
+  });
+
+  it('rules.promtool.yml makes every alert fire and stay silent, and checks every recording rule', () => {
+    const { tests } = parse(readFileSync(PROMTOOL_TESTS, 'utf8')) as PromtoolTests;
+    const cases = tests.flatMap((test) => test.alert_rule_test ?? []);
+    for (const { alert } of alerts()) {
+      const own = cases.filter((c) => c.alertname === alert);
+      assert.ok(
+        own.some((c) => c.exp_alerts.length > 0),
+        `${alert} fires in a test`,
+      );
+      assert.ok(
+        own.some((c) => c.exp_alerts.length === 0),
+        `${alert} stays silent in a test`,
+      );
+    }
+    const exprs = tests.flatMap((test) => test.promql_expr_test ?? []).map((test) => test.expr);
+    for (const group of shipped()) {
+      for (const rule of group.rules) {
+        if ('record' in rule)
+          assert.ok(
+            exprs.some((expr) => expr.startsWith(rule.record)),
+            `${rule.record} checked`,
+          );
+      }
+    }
+  });
+
+  describe('with promtool', { skip: PROMETHEUS_SKIP_REASON }, () => {
+    it('promtool check rules: the rules file and its render for the live test are clean', async () => {
+      const dir = mkdtempSync(join(tmpdir(), 'greeting-rules-'));
+      try {
+        const scaled = join(dir, 'scaled.rules.yml');
+        writeFileSync(scaled, rulesFile({ timeScale: 60, injectedFaultsSpendBudget: true }));
+        const checked = await run('promtool', ['check', 'rules', join(ROOT, RULES_FILE), scaled]);
+        assert.equal(checked.code, 0, checked.stdout + checked.stderr);
+        const count = rules().reduce((sum, group) => sum + group.rules.length, 0);
+        assert.equal(checked.stdout.match(new RegExp(`SUCCESS: ${count} rules found`, 'g'))?.length, 2, checked.stdout);
+        assert.doesNotMatch(checked.stdout + checked.stderr, /WARN|FAILED/);
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+      }
+    });
+
+    it('promtool test rules rules.promtool.yml: SUCCESS', async () => {
+      const tested = await run('promtool', ['test', 'rules', PROMTOOL_TESTS]);
+      assert.equal(tested.code, 0, tested.stdout + tested.stderr);
+      assert.match(tested.stdout, /SUCCESS/);
+    });
+  });
+});
