@@ -210,17 +210,22 @@ export class RawH2 {
     return this.closedAt !== undefined;
   }
 
-  /** Writes `bytes`, resolving once the socket has taken them (false if the connection is gone). */
-  write(bytes: Buffer): Promise<boolean> {
+  /**
+   * Writes `bytes`, resolving once the socket has taken them: false if the connection is gone, or
+   * if the server has not read them within `timeoutMs` (a server that stops reading a client).
+   */
+  write(bytes: Buffer, timeoutMs = 10_000): Promise<boolean> {
     if (this.socket.destroyed || !this.socket.writable) return Promise.resolve(false);
     return new Promise((resolve) => {
       if (this.socket.write(bytes)) resolve(true);
       else {
         const done = () => {
+          clearTimeout(timer);
           this.socket.off('drain', done);
           this.socket.off('close', done);
-          resolve(!this.socket.destroyed);
+          resolve(!this.socket.destroyed && this.socket.writableLength === 0);
         };
+        const timer = setTimeout(done, timeoutMs);
         this.socket.once('drain', done);
         this.socket.once('close', done);
       }

@@ -18,6 +18,9 @@ export interface Latency {
   times: number[];
 }
 
+/** How long a well-behaved client waits for one answer. */
+const UNANSWERED_MS = 10_000;
+
 /**
  * Sends `one` again and again, each once the last is answered, until `until` settles, and reports
  * how long each took. `one` resolves with a failure's description, or undefined for a success.
@@ -31,11 +34,18 @@ async function timeRequests(one: () => Promise<string | undefined>, until: Promi
   const failures: string[] = [];
   while (!done) {
     const started = performance.now();
+    let timer: NodeJS.Timeout | undefined;
+    // A request never answered is a failure of its own, not a suite that never ends.
+    const unanswered = new Promise<string>((resolve) => {
+      timer = setTimeout(() => resolve(`no answer within ${UNANSWERED_MS} ms`), UNANSWERED_MS);
+    });
     try {
-      const failure = await one();
+      const failure = await Promise.race([one(), unanswered]);
       if (failure !== undefined) failures.push(failure);
     } catch (error) {
       failures.push(String(error));
+    } finally {
+      clearTimeout(timer);
     }
     times.push(performance.now() - started);
   }
