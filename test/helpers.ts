@@ -283,7 +283,7 @@ export function connectLocal(port: number, tls: boolean, connected: () => void):
 }
 
 /** Writes raw bytes to a listening server (over TLS with `tls`) and reads until the server closes the connection. */
-export function rawExchange(port: number, bytes: string, tls = false): Promise<string> {
+export function rawExchange(port: number, bytes: string | Buffer, tls = false): Promise<string> {
   return new Promise((resolve, reject) => {
     const socket = connectLocal(port, tls, () => socket.write(bytes));
     let data = '';

@@ -158,8 +158,10 @@ class DecodedBody extends Readable {
  * coding the service does not decode, or too many, is a 415 that lists those it does.
  */
 const decodedBody: preParsingHookHandler = (request, _reply, payload, done) => {
-  const header = request.headers['content-encoding'];
-  if (header === undefined) return done(null, payload);
+  const sent = request.headers['content-encoding'];
+  if (sent === undefined) return done(null, payload);
+  // Repeated, the field is one list (RFC 9110, 5.3), however the protocol's parser hands it over.
+  const header = String(sent);
   const codings = header
     .split(',')
     .map((coding) => coding.trim().toLowerCase())

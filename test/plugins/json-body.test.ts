@@ -5,9 +5,12 @@ import { pipeline } from 'node:stream/promises';
 import { after, before, describe, it } from 'node:test';
 import zlib from 'node:zlib';
 import { CODINGS } from '../../src/lib/content-coding.js';
+import { Flag, FrameType, frame, headersFrame, RawH2, requestFields } from '../h2-frames.js';
 import {
   assertEnvelope,
   type Client,
+  listening,
+  rawExchange,
   sendHttp2,
   sendTo,
   type TestRequest,
@@ -205,4 +208,50 @@ describe('a gzip bomb against the built service', () => {
       }
     });
   }
+});
+
+describe('Content-Encoding given more than once', () => {
+  const text = '{"n":12345678901234567890}';
+  const body = encoded(text, 'gzip, br');
+
+  it('is one list over HTTP/1.1: gzip then br, decoded br first', async () => {
+    const { app, port } = await listening({ logLevel: 'silent' });
+    try {
+      const head = [
+        'POST /api/echo HTTP/1.1',
+        'Host: localhost',
+        'Content-Type: application/json',
+        'Content-Encoding: gzip',
+        'Content-Encoding: br',
+        `Content-Length: ${body.length}`,
+        'Connection: close',
+        '',
+        '',
+      ].join('\r\n');
+      const answer = await rawExchange(port, Buffer.concat([Buffer.from(head), body]));
+      assert.match(answer, /^HTTP\/1\.1 200 /);
+      assert.ok(answer.includes(`{"received":${text},"echo":true`), answer);
+    } finally {
+      await app.close();
+    }
+  });
+
+  it('over HTTP/2, where Node keeps the first of a repeated Content-Encoding: refused as a corrupt body, never a crash', async () => {
+    const { app, port } = await listening({ logLevel: 'silent', http2: true });
+    const raw = await RawH2.open(port);
+    try {
+      const fields = requestFields('/api/echo', 'POST', [
+        ['content-type', 'application/json'],
+        ['content-encoding', 'gzip'],
+        ['content-encoding', 'br'],
+      ]);
+      await raw.write(Buffer.concat([headersFrame(1, fields, false), frame(FrameType.DATA, Flag.END_STREAM, 1, body)]));
+      const data = await raw.waitFor((received) => received.type === FrameType.DATA && received.streamId === 1);
+      const answer = JSON.parse(data?.payload.toString('utf8') ?? '{}');
+      assert.deepEqual(answer.error?.details, [{ field: 'body', message: 'is not valid gzip data', value: null }]);
+    } finally {
+      raw.destroy();
+      await app.close();
+    }
+  });
 });
