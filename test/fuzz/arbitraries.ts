@@ -569,6 +569,28 @@ const headerEntry: fc.Arbitrary<[string, string]> = fc.oneof(
       .map((value): [string, string] => ['accept', value]),
     weight: 3,
   },
+  {
+    arbitrary: fc
+      .constantFrom(
+        'gzip',
+        'br',
+        'deflate',
+        'zstd',
+        'gzip, deflate, br, zstd',
+        '*',
+        '*;q=0',
+        'identity;q=0',
+        'br;q=0, gzip;q=0.5',
+        'gzip;q=2',
+        'gzip;q=0.0001',
+        'x-gzip',
+        'compress',
+        ',,,',
+        '',
+      )
+      .map((value): [string, string] => ['accept-encoding', value]),
+    weight: 2,
+  },
   { arbitrary: contentType.map((value): [string, string] => ['content-type', value]), weight: 4 },
   {
     arbitrary: fc
