@@ -27,3 +27,27 @@ export const ENDPOINTS = [
   { name: 'GET /api/exchange', method: 'GET', path: '/api/exchange?from=USD&to=EUR&amount=100' },
   { name: 'GET /api/currencies', method: 'GET', path: '/api/currencies' },
 ];
+
+/** The echo body of `--encodings`: 64 KiB, an answer worth compressing. */
+export const LARGE_ECHO_BODY = objectOfSize(64 * 1024);
+
+/** With `--encodings`: the OpenAPI document and a 64 KiB echo, plain and in each of `codings`. */
+export function codedEndpoints(codings) {
+  return ['identity', ...codings].flatMap((coding) => [
+    {
+      name: `GET /openapi.json, ${coding}`,
+      method: 'GET',
+      path: '/openapi.json',
+      headers: { 'accept-encoding': coding },
+      coding,
+    },
+    {
+      name: `POST /api/echo (64 KiB), ${coding}`,
+      method: 'POST',
+      path: '/api/echo',
+      headers: { 'content-type': 'application/json', 'accept-encoding': coding },
+      body: LARGE_ECHO_BODY,
+      coding,
+    },
+  ]);
+}

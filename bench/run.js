@@ -14,6 +14,8 @@
  *   npm run bench -- --faults                       # adds the service with fault injection on, no fault asked for
  *   npm run bench -- --http2                        # the service and bare Node over h2c, h2 (TLS) and HTTPS/1.1
  *   npm run bench -- --starts 15                    # start-up time: the median of 15 starts of each server (7 by default)
+ *   npm run bench -- --encodings --starts 0 --total 0  # the OpenAPI document and a 64 KiB echo, plain and in each
+ *                                                      # coding, against node:http + node:zlib at the same level
  *
  * Prints a Markdown report (the one BENCHMARKS.md quotes) and writes it, with the raw
  * figures as JSON, to bench/results/.
@@ -28,7 +30,8 @@ import { cpus, tmpdir, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
-import { ENDPOINTS } from './endpoints.js';
+import { CODINGS } from '../dist/lib/content-coding.js';
+import { codedEndpoints, ENDPOINTS } from './endpoints.js';
 import { loadGenerator, runH2load } from './load.js';
 import { routeOf } from './servers/answer-request.js';
 
@@ -47,13 +50,13 @@ const { values: options } = parseArgs({
     http2: { type: 'boolean', default: false },
     streams: { type: 'string', default: '10' },
     starts: { type: 'string', default: '7' },
+    encodings: { type: 'boolean', default: false },
   },
 });
 /** The endpoints measured: all, or those whose name contains one of the words of `--only`. */
-const MEASURED =
-  options.only === undefined
-    ? ENDPOINTS
-    : ENDPOINTS.filter(({ name }) => options.only.split(',').some((word) => name.includes(word)));
+const MEASURED = (options.encodings ? codedEndpoints(CODINGS) : ENDPOINTS).filter(
+  ({ name }) => options.only === undefined || options.only.split(',').some((word) => name.includes(word)),
+);
 const LOAD = loadGenerator(options.load);
 const ROUNDS = Number(options.rounds);
 const DURATION_S = Number(options.duration);
@@ -226,39 +229,47 @@ const PAIRS = [
       ]),
 ];
 
-/** The servers compared, the service first. */
-const SERVERS = [
+/** With --encodings: the service against bare node:http compressing with node:zlib at the same level, alone. */
+const ENCODING_SERVERS = [
   serviceServer('service', 'service', root),
-  ...(options.baseline === undefined ? [] : [serviceServer('baseline', 'baseline', options.baseline)]),
-  ...(tracing === null
-    ? []
-    : [
-        serviceServer('traced', 'spans, all exported', root, { OTEL_EXPORTER_OTLP_ENDPOINT: tracing.url }),
-        serviceServer('sampled', 'spans, 10% exported', root, {
-          OTEL_EXPORTER_OTLP_ENDPOINT: tracing.url,
-          OTEL_TRACES_SAMPLER: 'parentbased_traceidratio',
-          OTEL_TRACES_SAMPLER_ARG: '0.1',
-        }),
-      ]),
-  ...(options.parts ? PARTS : []),
-  // Its hooks run on every request under /api, reading the fault headers the load never sends.
-  ...(options.faults ? [serviceServer('faults', 'faults on, none asked', root, { FAULT_HEADERS: 'true' })] : []),
-  { key: 'node', label: 'node:http', cwd: root, script: 'bench/servers/node-http.js', env: {} },
-  // Its SERVICE_HEADERS are read from the service's own answers when the run starts.
-  {
-    key: 'node-headers',
-    label: "node:http, the service's headers",
-    cwd: root,
-    script: 'bench/servers/node-http.js',
-    env: {},
-  },
-  // With --http2, the protocols' servers take Express's place in the rounds' time, and --parts's too.
-  ...(certificate !== null
-    ? PROTOCOL_SERVERS
-    : options.parts
-      ? []
-      : [{ key: 'express', label: 'Express 5', cwd: root, script: 'bench/servers/express.js', env: {} }]),
+  { key: 'node-zlib', label: 'node:http + node:zlib', cwd: root, script: 'bench/servers/node-http-zlib.js', env: {} },
 ];
+
+/** The servers compared, the service first. */
+const SERVERS = options.encodings
+  ? ENCODING_SERVERS
+  : [
+      serviceServer('service', 'service', root),
+      ...(options.baseline === undefined ? [] : [serviceServer('baseline', 'baseline', options.baseline)]),
+      ...(tracing === null
+        ? []
+        : [
+            serviceServer('traced', 'spans, all exported', root, { OTEL_EXPORTER_OTLP_ENDPOINT: tracing.url }),
+            serviceServer('sampled', 'spans, 10% exported', root, {
+              OTEL_EXPORTER_OTLP_ENDPOINT: tracing.url,
+              OTEL_TRACES_SAMPLER: 'parentbased_traceidratio',
+              OTEL_TRACES_SAMPLER_ARG: '0.1',
+            }),
+          ]),
+      ...(options.parts ? PARTS : []),
+      // Its hooks run on every request under /api, reading the fault headers the load never sends.
+      ...(options.faults ? [serviceServer('faults', 'faults on, none asked', root, { FAULT_HEADERS: 'true' })] : []),
+      { key: 'node', label: 'node:http', cwd: root, script: 'bench/servers/node-http.js', env: {} },
+      // Its SERVICE_HEADERS are read from the service's own answers when the run starts.
+      {
+        key: 'node-headers',
+        label: "node:http, the service's headers",
+        cwd: root,
+        script: 'bench/servers/node-http.js',
+        env: {},
+      },
+      // With --http2, the protocols' servers take Express's place in the rounds' time, and --parts's too.
+      ...(certificate !== null
+        ? PROTOCOL_SERVERS
+        : options.parts
+          ? []
+          : [{ key: 'express', label: 'Express 5', cwd: root, script: 'bench/servers/express.js', env: {} }]),
+    ];
 
 /** The scheme of a server's URL. */
 const schemeOf = (server) => (server.protocol === 'h2' || server.protocol === 'https' ? 'https' : 'http');
@@ -365,10 +376,14 @@ async function answer(server, { method, path, headers = {}, body }) {
   return { status: response.status, text: await response.text() };
 }
 
-/** Each server must answer each endpoint with the same status and body (timestamps aside). */
+/**
+ * Each server must answer each endpoint with the same status and body (timestamps aside), a coded
+ * one decoded by fetch (which has no zstd everywhere).
+ */
 async function checkSameAnswers(servers) {
   const normalise = (text) => text.replace(/"timestamp":"[^"]+"/, '"timestamp":"…"');
-  for (const endpoint of ENDPOINTS) {
+  const coded = options.encodings ? MEASURED.filter(({ coding }) => coding !== 'zstd') : [];
+  for (const endpoint of [...ENDPOINTS, ...coded]) {
     const answers = [];
     for (const server of servers) {
       const { status, text } = await answer(server, endpoint);
@@ -485,10 +500,9 @@ async function main() {
     });
   try {
     await checkSameAnswers(servers);
-    await checkSameHeaders(
-      service,
-      servers.find(({ key }) => key === 'node-headers'),
-    );
+    // With --encodings, no same-headers baseline runs: its pair compresses, and is held to the same bodies only.
+    const sameHeadersServer = servers.find(({ key }) => key === 'node-headers');
+    if (sameHeadersServer !== undefined) await checkSameHeaders(service, sameHeadersServer);
     const rss = new Map(servers.map((server) => [server.key, sampleRss(server.child.pid, 100)]));
 
     for (const endpoint of MEASURED) {

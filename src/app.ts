@@ -11,8 +11,10 @@ import { ServerCertificate } from './http/certificates.js';
 import { serveInTurn } from './http/pipelining.js';
 import { SocketAnswers } from './http/socket-answers.js';
 import { apiPathTest } from './lib/api-path.js';
+import { CODINGS } from './lib/content-coding.js';
 import { SchemaCode } from './lib/schema-code.js';
 import { RequestLog, requestLogger } from './logging/request-log.js';
+import { contentCodingsPlugin } from './plugins/content-codings.js';
 import { errorsPlugin, sendError } from './plugins/errors.js';
 import { HTTP_GUARD_SERVER_OPTIONS, httpGuardPlugin } from './plugins/http-guard.js';
 import { jsonBodyPlugin } from './plugins/json-body.js';
@@ -75,7 +77,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   const schemaCode = options.schemaCode ?? new SchemaCode();
   const requestLog = new RequestLog(logStream, config.logLevel, config.http2);
   const isApiPath = apiPathTest(config.contextPath);
-  const headers = new ResponseHeaders(config.corsOrigins, config.contextPath, isApiPath);
+  const headers = new ResponseHeaders(config.corsOrigins, config.contextPath, isApiPath, config.compression);
   const socketAnswers = new SocketAnswers(headers);
   // How often Node looks for requests past their timeouts: often enough for a short one to hold.
   const timeoutCheckMs = Math.ceil(Math.min(1000, config.headersTimeoutMs / 4));
@@ -166,6 +168,8 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   await app.register(errorsPlugin);
   await app.register(validationPlugin);
   await app.register(jsonBodyPlugin, { http2: config.http2 });
+  // Before fault injection, whose paced or broken answers are then of the coded bytes.
+  if (config.compression) await app.register(contentCodingsPlugin, { minBytes: config.compressionMinBytes });
   // First of the request hooks: it sets every response's headers, and answers CORS preflights.
   await app.register(responseHeadersPlugin, { headers });
   // Before versioning: a request HTTP itself refuses is refused whatever version it asks for.
@@ -184,6 +188,8 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
     isApiPath,
     rateLimited: config.rateLimitMax > 0,
     securityHeaders: API_SECURITY_HEADERS,
+    compression: config.compression ? CODINGS : null,
+    requestCodings: CODINGS,
     faults: faultsOn(faults)
       ? {
           errorStatus: faults.errorRate > 0 ? faults.errorStatus : null,

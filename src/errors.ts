@@ -79,7 +79,7 @@ export type ErrorEnvelope = Static<typeof ErrorEnvelope>;
 
 /** What the OpenAPI document says of each error status a route may answer. */
 const DESCRIPTIONS = {
-  400: 'Validation failed (`VALIDATION_ERROR`, one detail per invalid field, `version`, `path`, `Host` and a repeated `Content-Type` included), the body is not JSON (`MALFORMED_JSON`), or the request is not valid HTTP/1.x (`BAD_REQUEST`, answered before routing, then the connection closes).',
+  400: 'Validation failed (`VALIDATION_ERROR`, one detail per invalid field, `version`, `path`, `Host` and a repeated `Content-Type` included, and `body` when it is not valid data of its content coding), the body is not JSON (`MALFORMED_JSON`), or the request is not valid HTTP/1.x (`BAD_REQUEST`, answered before routing, then the connection closes).',
   401: 'No valid bearer token (`UNAUTHORIZED`); `WWW-Authenticate: Bearer` says how to authenticate.',
   404: 'No such route or resource (`NOT_FOUND`).',
   405: 'The path exists with other methods (`METHOD_NOT_ALLOWED`); `Allow` lists them.',
@@ -87,7 +87,7 @@ const DESCRIPTIONS = {
   408: 'The request did not arrive within the server’s timeouts (`REQUEST_TIMEOUT`); the connection closes.',
   412: 'If-Match names no current `ETag`, or If-None-Match names it (`PRECONDITION_FAILED`); nothing was changed.',
   413: 'The body is larger than `BODY_LIMIT` (`PAYLOAD_TOO_LARGE`).',
-  415: 'The body is not `application/json` or `application/*+json` in UTF-8 (`UNSUPPORTED_MEDIA_TYPE`).',
+  415: 'The body is not `application/json` or `application/*+json` in UTF-8, or comes in a content coding the service does not decode (`UNSUPPORTED_MEDIA_TYPE`; `Accept-Encoding` then lists those it does).',
   417: 'Expect asks for anything but `100-continue` (`EXPECTATION_FAILED`).',
   422: 'A well-formed currency code that is not in the table (`UNSUPPORTED_CURRENCY`, one detail per such code).',
   429: 'Too many requests from this client in the current window (`RATE_LIMIT_EXCEEDED`); `Retry-After` says when to try again.',
@@ -248,6 +248,26 @@ export function validationError(details: ErrorDetail[], message = 'The request i
 
 export function malformedJson(message: string): ApiError {
   return new ApiError(400, MALFORMED_JSON, message);
+}
+
+/** A 413 for a body over the limit, counted as it is decoded when it comes in a content coding. */
+export function payloadTooLarge(limit: number): ApiError {
+  return apiError(413, `The request body is larger than the limit of ${limit} bytes.`);
+}
+
+/** A 415 for a body in content codings the service does not decode; `Accept-Encoding` lists those it does. */
+export function unsupportedContentCoding(sent: string, decoded: readonly string[], why: string): ApiError {
+  return apiError(415, `The content coding ${sent || '(empty)'} is not supported: ${why}.`, [], {
+    'accept-encoding': decoded.join(', '),
+  });
+}
+
+/** A 400 for a body that is not a valid stream of the coding it says it is in. */
+export function corruptContentCoding(coding: string): ApiError {
+  return validationError(
+    [{ field: 'body', message: `is not valid ${coding} data`, value: null }],
+    `The request body could not be decoded from ${coding}.`,
+  );
 }
 
 /** A 422 with one detail per parameter holding a well-formed currency code that is not in the table. */

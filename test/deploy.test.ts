@@ -172,4 +172,11 @@ describe('deploy/nginx.conf', () => {
     assert.match(nginxConf, /^\s*proxy_set_header X-Request-Id \$request_id_out;/m);
     assert.match(nginxConf, /^\s*proxy_set_header Host \$host_out;/m);
   });
+
+  it('passes content codings through both ways: it neither compresses nor decodes, nor drops Accept-Encoding', () => {
+    assert.match(nginxConf, /^\s*gzip off;/m);
+    assert.match(nginxConf, /^\s*gunzip off;/m);
+    assert.doesNotMatch(nginxConf, /^\s*(gzip|gunzip) on;/m);
+    assert.doesNotMatch(nginxConf, /proxy_set_header Accept-Encoding/i);
+  });
 });

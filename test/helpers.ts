@@ -4,6 +4,7 @@ import { type ClientHttp2Session, connect as connectHttp2, type IncomingHttpStat
 import { connect, type Socket } from 'node:net';
 import { Writable } from 'node:stream';
 import { connect as connectTls } from 'node:tls';
+import zlib from 'node:zlib';
 import type { FastifyInstance } from 'fastify';
 import { request as httpRequest } from 'undici';
 import { type AppOptions, buildApp } from '../src/app.js';
@@ -61,7 +62,10 @@ export async function listening(
 export interface TestResponse {
   status: number;
   headers: Record<string, string | string[] | number | undefined>;
+  /** The body decoded from its Content-Encoding, as a client that asked for it reads it. */
   text: string;
+  /** The body as it came, still in its content coding (from the transports of `transports`). */
+  bytes?: Buffer;
   // biome-ignore lint/suspicious/noExplicitAny: a JSON body, whose shape each assertion checks
   json(): any;
 }
@@ -81,8 +85,35 @@ export interface Client {
   close(): Promise<void>;
 }
 
-function response(status: number, headers: TestResponse['headers'], text: string): TestResponse {
-  return { status, headers, text, json: () => JSON.parse(text) };
+/** Node's zstd, where the runtime has it (22.15 and later). */
+const zstdDecompressSync = (zlib as unknown as { zstdDecompressSync?: (body: Buffer) => Buffer }).zstdDecompressSync;
+
+const DECODERS: Readonly<Record<string, (body: Buffer) => Buffer>> = {
+  gzip: (body) => zlib.gunzipSync(body),
+  deflate: (body) => zlib.inflateSync(body),
+  br: (body) => zlib.brotliDecompressSync(body),
+  zstd: (body) => {
+    assert.ok(zstdDecompressSync !== undefined, 'zstd only where the runtime has it');
+    return zstdDecompressSync(body);
+  },
+};
+
+/** A body decoded from the codings its Content-Encoding lists, the last applied first. */
+export function decodeBody(bytes: Buffer, contentEncoding: unknown): Buffer {
+  if (contentEncoding === undefined || bytes.length === 0) return bytes;
+  const codings = String(contentEncoding)
+    .split(',')
+    .map((coding) => coding.trim());
+  return codings.reduceRight((body, coding) => {
+    const decode = DECODERS[coding];
+    assert.ok(decode !== undefined, `a coding the tests decode: ${coding}`);
+    return decode(body);
+  }, bytes);
+}
+
+function response(status: number, headers: TestResponse['headers'], bytes: Buffer): TestResponse {
+  const text = decodeBody(bytes, headers['content-encoding']).toString('utf8');
+  return { status, headers, text, bytes, json: () => JSON.parse(text) };
 }
 
 /**
@@ -99,7 +130,7 @@ export async function injectClient(overrides: Partial<Config> = {}, options: App
     async send(request) {
       const { method = 'GET', path, headers, body } = request;
       const res = await app.inject({ method: method as 'GET', url: path, headers, payload: body });
-      const answer = response(res.statusCode, res.headers, res.body);
+      const answer = response(res.statusCode, res.headers, res.rawPayload);
       conformance.check({ ...request, injected: true }, answer);
       return answer;
     },
@@ -113,7 +144,7 @@ export async function sendTo(
   { method = 'GET', path, headers, body }: TestRequest,
 ): Promise<TestResponse> {
   const res = await httpRequest(`${origin}${path}`, { method: method as 'GET', headers, body });
-  return response(res.statusCode, res.headers, await res.body.text());
+  return response(res.statusCode, res.headers, Buffer.from(await res.body.arrayBuffer()));
 }
 
 /** Requests over real HTTP to the service listening on a free loopback port. */
@@ -152,7 +183,7 @@ export function sendHttp2(
     stream.on('data', (chunk: Buffer) => chunks.push(chunk));
     stream.on('end', () => {
       const { ':status': status, ...rest } = head;
-      resolve(response(Number(status), rest as TestResponse['headers'], Buffer.concat(chunks).toString('utf8')));
+      resolve(response(Number(status), rest as TestResponse['headers'], Buffer.concat(chunks)));
     });
     stream.on('error', reject);
     if (body !== undefined) stream.end(body);
@@ -252,7 +283,7 @@ export function connectLocal(port: number, tls: boolean, connected: () => void):
 }
 
 /** Writes raw bytes to a listening server (over TLS with `tls`) and reads until the server closes the connection. */
-export function rawExchange(port: number, bytes: string, tls = false): Promise<string> {
+export function rawExchange(port: number, bytes: string | Buffer, tls = false): Promise<string> {
   return new Promise((resolve, reject) => {
     const socket = connectLocal(port, tls, () => socket.write(bytes));
     let data = '';

@@ -223,10 +223,10 @@ async function untilHealthy(server: ServerProcess, port: number, timeoutMs = 20_
   }
 }
 
-/** The process's resident set, in MiB, from /proc (Linux). */
-export async function rssMiB(pid: number): Promise<number> {
+/** The process's resident set (`VmRSS`), or its peak so far (`VmHWM`), in MiB, from /proc (Linux). */
+export async function rssMiB(pid: number, which: 'VmRSS' | 'VmHWM' = 'VmRSS'): Promise<number> {
   const status = await readFile(`/proc/${pid}/status`, 'utf8');
-  const kib = Number(/^VmRSS:\s+(\d+) kB$/m.exec(status)?.[1]);
+  const kib = Number(new RegExp(`^${which}:\\s+(\\d+) kB$`, 'm').exec(status)?.[1]);
   return kib / 1024;
 }
 

@@ -1,4 +1,5 @@
 import { type ParseArgsConfig, parseArgs } from 'node:util';
+import { CODINGS } from './codings.js';
 import { OPERATIONS } from './operations.js';
 import { PROTOCOLS } from './protocols.js';
 import { REDIS } from './redis.js';
@@ -9,7 +10,7 @@ import { TRACING } from './tracing.js';
 export { ConfigError } from './setting.js';
 
 /** The concerns, in the order `--help` and docs/configuration.md list their settings: a new one is one more entry. */
-export const CONCERNS = [SERVICE, PROTOCOLS, REDIS, TRACING, OPERATIONS] as const;
+export const CONCERNS = [SERVICE, CODINGS, PROTOCOLS, REDIS, TRACING, OPERATIONS] as const;
 
 /** The settings of every concern of a list, as one object's type. */
 type Merged<C> = C extends readonly [Concern<infer S>, ...infer Rest] ? S & Merged<Rest> : unknown;

@@ -19,6 +19,7 @@ export const GROUPS = [
   'currencies',
   'exchange',
   'profile',
+  'codings',
   'timeouts',
   'rate-limit',
   'http2',

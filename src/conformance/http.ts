@@ -3,6 +3,7 @@ import { type ClientHttp2Session, connect as connectHttp2, constants as http2 } 
 import { request as tlsRequest } from 'node:https';
 import { isIP, connect as plainConnect, type Socket } from 'node:net';
 import { connect as tlsConnect } from 'node:tls';
+import zlib from 'node:zlib';
 
 /**
  * The one way checks reach the service: every request goes to the origin given and nowhere else
@@ -41,8 +42,51 @@ export interface Response {
   readonly status: number;
   /** Lower-case names; a repeated field keeps every value. */
   readonly headers: IncomingHttpHeaders;
+  /** The body as it came, in its content coding if it has one. */
   readonly body: Buffer;
+  /** The body as text, decoded from its content coding (`decodedBody`). */
   readonly text: string;
+}
+
+/** Node's zstd decoder, where the runtime has it (22.15 and later). */
+const zstdDecompressSync = (zlib as unknown as { zstdDecompressSync?: (body: Buffer, options: object) => Buffer })
+  .zstdDecompressSync;
+
+const DECODERS: Readonly<Record<string, (body: Buffer, options: zlib.ZlibOptions) => Buffer>> = {
+  gzip: zlib.gunzipSync,
+  'x-gzip': zlib.gunzipSync,
+  deflate: zlib.inflateSync,
+  br: zlib.brotliDecompressSync,
+  ...(zstdDecompressSync !== undefined && { zstd: zstdDecompressSync }),
+};
+
+/** The codings the kit decodes. */
+export const DECODED_CODINGS = Object.keys(DECODERS).filter((coding) => coding !== 'x-gzip');
+
+/**
+ * An answer's body decoded from the codings its Content-Encoding lists, the last applied first, at
+ * most MAX_BODY bytes; null when it names a coding the kit does not decode, or is not valid data of it.
+ */
+export function decodedBody(body: Buffer, contentEncoding: string | undefined): Buffer | null {
+  if (contentEncoding === undefined || body.length === 0) return body;
+  let decoded = body;
+  for (const coding of contentEncoding.split(',').reverse()) {
+    const name = coding.trim().toLowerCase();
+    if (name === 'identity') continue;
+    const decode = DECODERS[name];
+    if (decode === undefined) return null;
+    try {
+      decoded = decode(decoded, { maxOutputLength: MAX_BODY });
+    } catch {
+      return null;
+    }
+  }
+  return decoded;
+}
+
+/** An answer's text: its body decoded, or as it came when it cannot be. */
+function textOf(body: Buffer, contentEncoding: string | undefined): string {
+  return (decodedBody(body, contentEncoding) ?? body).toString('utf8');
 }
 
 /** How to reach the service: HTTP/2 or not, and which TLS certificates to trust for https://. */
@@ -261,7 +305,7 @@ export class Http {
           status,
           headers: received,
           body: data,
-          text: data.toString('utf8'),
+          text: textOf(data, received['content-encoding'] as string | undefined),
         });
       });
       stream.on('error', (error: NodeJS.ErrnoException) => {
@@ -310,7 +354,7 @@ export class Http {
               status: res.statusCode ?? 0,
               headers: res.headers,
               body: data,
-              text: data.toString('utf8'),
+              text: textOf(data, res.headers['content-encoding']),
             });
           });
           res.on('error', reject);

@@ -1,3 +1,5 @@
+import { uncodedOpaque } from '../lib/content-coding.js';
+
 /**
  * The profile's rules, free of HTTP and of storage: what a partial update and a replacement
  * make of a profile, and how its version is shown and compared as an entity tag (RFC 9110).
@@ -66,12 +68,14 @@ function parseEntityTags(header: string): '*' | EntityTag[] {
 /**
  * Whether a precondition header names the current version. Our tags are strong, so strong
  * comparison (If-Match) only fails a weak tag, and weak comparison (If-None-Match) ignores `W/`.
+ * The tag of the version sent in any content coding (`"3-gzip"`) names it too, so that a client
+ * keeps its preconditions whatever coding it, or a proxy before it, was sent.
  */
 function matches(header: string, version: number, comparison: 'strong' | 'weak'): boolean {
   const tags = parseEntityTags(header);
   if (tags === '*') return true; // the profile always exists
   const opaque = String(version);
-  return tags.some((tag) => tag.opaque === opaque && (comparison === 'weak' || !tag.weak));
+  return tags.some((tag) => uncodedOpaque(tag.opaque) === opaque && (comparison === 'weak' || !tag.weak));
 }
 
 export interface Preconditions {

@@ -11,6 +11,7 @@ import {
   INTERNAL_ERROR,
   internalError,
   methodNotAllowed,
+  payloadTooLarge,
   storeUnavailable,
   validationError,
 } from '../errors.js';
@@ -87,8 +88,7 @@ const FRAMEWORK_ERRORS: Record<string, (error: FastifyError, request: FastifyReq
         ? 'A request body needs Content-Type: application/json.'
         : `The request body must be application/json, not ${request.headers['content-type']}.`,
     ),
-  FST_ERR_CTP_BODY_TOO_LARGE: (_, request) =>
-    apiError(413, `The request body is larger than the limit of ${request.routeOptions.bodyLimit} bytes.`),
+  FST_ERR_CTP_BODY_TOO_LARGE: (_, request) => payloadTooLarge(request.routeOptions.bodyLimit),
   // @fastify/static refuses a path that could leave its folder (a backslash, a NUL byte): for the
   // client, as for any other path that names no file, there is nothing there.
   FST_STATIC_FORBIDDEN_PATH: (_, request) => notFound(request),

@@ -1,7 +1,17 @@
+import type { IncomingMessage } from 'node:http';
 import type { Http2ServerRequest } from 'node:http2';
+import { Readable, type Transform } from 'node:stream';
 import { errorCodes, type FastifyInstance, type FastifyRequest, type preParsingHookHandler } from 'fastify';
 import fp from 'fastify-plugin';
-import { apiError, malformedJson } from '../errors.js';
+import {
+  ApiError,
+  apiError,
+  corruptContentCoding,
+  malformedJson,
+  payloadTooLarge,
+  unsupportedContentCoding,
+} from '../errors.js';
+import { CODINGS, decoderOf } from '../lib/content-coding.js';
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -19,13 +29,10 @@ const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
  * The only request bodies accepted are JSON: `application/json` or any `application/*+json`
  * (such as `application/merge-patch+json`), in UTF-8 as RFC 8259 requires, uncompressed. Every other
  * media type, and a body with no Content-Type, is a 415 (Fastify raises it when no parser
- * matches). An empty body is no body: schema validation then reports it as missing.
+ * matches). An empty body is no body: schema validation then reports it as missing. A body in
+ * content codings reaches the parser decoded (`decodedBody`).
  */
 function parseJsonBody(request: FastifyRequest, body: Buffer): unknown {
-  const encoding = request.headers['content-encoding'];
-  if (encoding !== undefined && encoding.toLowerCase() !== 'identity') {
-    throw apiError(415, `The content encoding ${encoding || '(empty)'} is not supported; send the body uncompressed.`);
-  }
   const charset = request.headers['content-type']?.match(/;\s*charset\s*=\s*"?([^";\s]+)/i)?.[1];
   if (charset !== undefined && !/^utf-?8$/i.test(charset)) {
     throw apiError(415, `The charset ${charset} is not supported; JSON bodies must be UTF-8.`);
@@ -69,15 +76,123 @@ const untypedHttp2Body: preParsingHookHandler = (request, _reply, payload, done)
   done(null, payload);
 };
 
+/**
+ * More codings than any client applies to one body: each decoder holds its own window, so a long
+ * list (`gzip, gzip, ...`) would cost memory for nothing.
+ */
+const MAX_CODINGS = 3;
+
+/** The codings this service decodes, as a 415 lists them. */
+const DECODED = [...CODINGS];
+
+/**
+ * A body in content codings, decoded as it arrives: the decoders, the last coding applied first
+ * (RFC 9110, 8.4), run only once the parser reads, and the decoded bytes are counted against the
+ * body limit, so a body that would decode past it is refused (413) as soon as it does, holding no
+ * more than the limit and one decoder's output. A stream a decoder cannot read is a 400 naming
+ * `body`. The request itself is never destroyed, so the refusal can still be written to it.
+ */
+class DecodedBody extends Readable {
+  /** What Fastify holds against Content-Length and the limit: the bytes that came in, still encoded. */
+  receivedEncodedLength = 0;
+  #decodedLength = 0;
+  #started = false;
+  readonly #raw: IncomingMessage;
+  readonly #decoders: { coding: string; decoder: Transform }[];
+  readonly #limit: number;
+
+  constructor(raw: IncomingMessage, codings: readonly string[], limit: number) {
+    super();
+    this.#raw = raw;
+    this.#limit = limit;
+    // The last coding listed was applied last, so it is decoded first.
+    this.#decoders = codings.toReversed().map((coding) => ({ coding, decoder: decoderOf(coding) as Transform }));
+  }
+
+  override _read(): void {
+    const last = this.#decoders.at(-1)?.decoder;
+    if (this.#started) {
+      last?.resume();
+      return;
+    }
+    this.#started = true;
+    let source: NodeJS.ReadableStream = this.#raw;
+    this.#raw.on('data', this.#countEncoded);
+    this.#raw.once('error', this.#fail);
+    for (const { coding, decoder } of this.#decoders) {
+      decoder.on('error', () => this.#fail(corruptContentCoding(coding)));
+      source = source.pipe(decoder);
+    }
+    last?.on('data', this.#decoded);
+    last?.once('end', () => this.push(null));
+  }
+
+  readonly #countEncoded = (chunk: Buffer): void => {
+    this.receivedEncodedLength += chunk.length;
+  };
+
+  readonly #decoded = (chunk: Buffer): void => {
+    this.#decodedLength += chunk.length;
+    if (this.#decodedLength > this.#limit) this.#fail(payloadTooLarge(this.#limit));
+    else if (!this.push(chunk)) this.#decoders.at(-1)?.decoder.pause();
+  };
+
+  readonly #fail = (error: Error): void => {
+    if (this.destroyed) return;
+    this.destroy(error instanceof ApiError ? error : apiError(400, 'The request body was not received whole.'));
+  };
+
+  override _destroy(error: Error | null, callback: (error?: Error | null) => void): void {
+    this.#raw.off('data', this.#countEncoded);
+    this.#raw.off('error', this.#fail);
+    // What still comes is read and dropped, as Fastify does with a body over the limit.
+    this.#raw.unpipe();
+    this.#raw.resume();
+    for (const { decoder } of this.#decoders) decoder.destroy();
+    callback(error);
+  }
+}
+
+/**
+ * A body route's last preParsing hook: a body in content codings becomes its decoded stream; a
+ * coding the service does not decode, or too many, is a 415 that lists those it does.
+ */
+const decodedBody: preParsingHookHandler = (request, _reply, payload, done) => {
+  const sent = request.headers['content-encoding'];
+  if (sent === undefined) return done(null, payload);
+  // Repeated, the field is one list (RFC 9110, 5.3), however the protocol's parser hands it over.
+  const header = String(sent);
+  const codings = header
+    .split(',')
+    .map((coding) => coding.trim().toLowerCase())
+    .filter((coding) => coding !== 'identity');
+  if (codings.length === 0) return done(null, payload);
+  const unknown = codings.find((coding) => !isDecoded(coding));
+  if (unknown !== undefined) {
+    return done(
+      unsupportedContentCoding(header, DECODED, `${unknown || '(empty)'} is not one of ${DECODED.join(', ')}`),
+    );
+  }
+  if (codings.length > MAX_CODINGS) {
+    return done(unsupportedContentCoding(header, DECODED, `at most ${MAX_CODINGS} codings are decoded`));
+  }
+  const body = new DecodedBody(request.raw as IncomingMessage, codings, request.routeOptions.bodyLimit);
+  // Fastify listens for errors only once it reads; until then one must not be thrown.
+  body.on('error', () => {});
+  done(null, body);
+};
+
+function isDecoded(coding: string): boolean {
+  return coding === 'x-gzip' || (DECODED as string[]).includes(coding);
+}
+
 export const jsonBodyPlugin = fp(
   async (app: FastifyInstance, { http2 = false }: { http2?: boolean } = {}) => {
-    if (http2) {
-      // Last of each body route's preParsing hooks, where Fastify would refuse the media type.
-      app.addHook('onRoute', (route) => {
-        if (![route.method].flat().some((method) => BODY_METHODS.has(method))) return;
-        route.preParsing = [...[route.preParsing ?? []].flat(), untypedHttp2Body];
-      });
-    }
+    // Last of each body route's preParsing hooks, where Fastify would refuse the media type.
+    app.addHook('onRoute', (route) => {
+      if (![route.method].flat().some((method) => BODY_METHODS.has(method))) return;
+      route.preParsing = [...[route.preParsing ?? []].flat(), ...(http2 ? [untypedHttp2Body] : []), decodedBody];
+    });
     app.decorateRequest('rawJson', null);
     app.removeAllContentTypeParsers();
     const options = { parseAs: 'buffer' } as const;

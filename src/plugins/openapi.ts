@@ -33,6 +33,10 @@ export interface OpenapiOptions {
   rateLimited: boolean;
   /** The security headers every JSON answer carries, by lower-case name. */
   securityHeaders: Readonly<Record<string, string>>;
+  /** The codings answers may go out in; null with `COMPRESSION=false`. */
+  compression: readonly string[] | null;
+  /** The codings a request body may come in. */
+  requestCodings: readonly string[];
   /**
    * What the deployment injects into the operations under `/api`, when fault injection is on: the
    * status FAULT_ERROR_RATE answers (null without it), whether requests may ask for faults, and
@@ -176,6 +180,8 @@ const HEADER_DESCRIPTIONS: Record<string, string> = {
   Allow: 'The methods the path takes.',
   Upgrade:
     'The protocol a 426 asks for, as in RFC 9110’s example: always `HTTP/3.0`, over HTTP/1.1 only, since HTTP/2 forbids the field (RFC 9113, 8.2.2).',
+  'Content-Encoding':
+    'The content coding of the body (RFC 9110, 8.4), when it is at least `COMPRESSION_MIN_BYTES` long and Accept-Encoding prefers a coding the service speaks; absent on a plain body. A strong `ETag` then names the version in that coding (`"3-gzip"`).',
   'X-Fault-Injected':
     'The faults injected into this answer, in the order they happened: `delay`, `abort`, `throughput`, `truncate`.',
 };
@@ -216,9 +222,19 @@ class Shaper {
       headers[shown] = this.#header(shown, { type: 'string', const: value });
     }
     const routed = api && !socket;
-    headers.Vary = routed
-      ? this.#header('ApiVary', { type: 'string', const: 'Accept, Origin' }, 'Vary')
-      : this.#header('Vary', { type: 'string', const: 'Origin' });
+    const coded = this.#options.compression === null ? '' : 'Accept-Encoding, ';
+    if (routed) headers.Vary = this.#header('ApiVary', { type: 'string', const: `Accept, ${coded}Origin` }, 'Vary');
+    else if (socket) headers.Vary = this.#header('SocketVary', { type: 'string', const: 'Origin' }, 'Vary');
+    else headers.Vary = this.#header('Vary', { type: 'string', const: `${coded}Origin` });
+    const compression = this.#options.compression;
+    if (compression !== null && !socket) {
+      headers['Content-Encoding'] = this.#header(
+        'Content-Encoding',
+        { type: 'string', enum: [...compression] },
+        'Content-Encoding',
+        false,
+      );
+    }
     if (routed) {
       headers['API-Version'] = this.#header('API-Version', { type: 'string', const: API_VERSION });
       if (this.#options.rateLimited) {
@@ -228,6 +244,19 @@ class Shaper {
       }
     }
     return headers;
+  }
+
+  /** The Content-Encoding of a request body, a parameter component made on first use. */
+  #requestCoding(): Json {
+    const codings = this.#options.requestCodings;
+    this.parameters.ContentEncoding ??= {
+      name: 'Content-Encoding',
+      in: 'header',
+      required: false,
+      description: `The content codings the body is in, in the order they were applied (RFC 9110, 8.4): any list of at most 3 of ${codings.join(', ')}, and \`identity\`. The body is decoded as it comes, and its decoded size counts against \`BODY_LIMIT\` (413); any other coding is a 415, whose \`Accept-Encoding\` lists these; a body that is not valid data of its coding is a 400 naming \`body\`.`,
+      schema: { type: 'string', examples: ['gzip'] },
+    };
+    return { $ref: '#/components/parameters/ContentEncoding' };
   }
 
   /** The error statuses every operation may answer, under `/api` or not, whatever its route. */
@@ -244,19 +273,22 @@ class Shaper {
     const name = `${api && !socket ? 'Api' : ''}${RESPONSE_NAMES[status]}`;
     if (this.responses[name] === undefined) {
       const headers = this.#common(api, socket);
+      const coded = this.#options.compression === null ? '' : 'Accept-Encoding, ';
+      // Answered before routing when Node's parser refuses the request: with the headers of a socket's answer.
+      const before = 'when Node’s parser refused the request, answered before routing';
       if (EITHER_STATUSES.has(status) && api) {
-        // Answered before routing when Node's parser refuses the request: without the headers of `/api`.
-        const before = 'when Node’s parser refused the request, answered before routing';
         for (const header of ['API-Version', 'RateLimit-Limit', 'RateLimit-Remaining', 'RateLimit-Reset']) {
           if (headers[header] === undefined) continue;
           const ref = headers[header].$ref as string;
           const shared = this.headers[ref.slice(ref.lastIndexOf('/') + 1)] as Json;
           headers[header] = { ...shared, required: false, description: `${shared.description} Absent ${before}.` };
         }
+      }
+      if (EITHER_STATUSES.has(status) && (api || coded !== '')) {
         headers.Vary = {
           description: `What else than the URL the answer depends on: \`Origin\` alone ${before}.`,
           required: true,
-          schema: { type: 'string', enum: ['Accept, Origin', 'Origin'] },
+          schema: { type: 'string', enum: [`${api ? 'Accept, ' : ''}${coded}Origin`, 'Origin'] },
         };
       }
       if (status === 405) headers.Allow = this.#header('Allow', { type: 'string', examples: ['GET, HEAD'] });
@@ -337,6 +369,9 @@ class Shaper {
     // By status, `default` last.
     const order = (status: string) => (status === 'default' ? Number.POSITIVE_INFINITY : Number(status));
     operation.responses = Object.fromEntries(Object.entries(responses).sort(([a], [b]) => order(a) - order(b)));
+    if (operation.requestBody !== undefined) {
+      operation.parameters = [...(operation.parameters ?? []), this.#requestCoding()];
+    }
     operation.parameters = operation.parameters?.map((parameter) => {
       if (parameter.in === 'query' && parameter.name === 'version' && api) {
         this.parameters.Version ??= parameter;

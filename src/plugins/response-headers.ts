@@ -72,6 +72,7 @@ export const METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH'];
  */
 const ALLOWED_HEADERS = [
   'Accept',
+  'Content-Encoding',
   'Content-Type',
   'If-Match',
   'If-None-Match',
@@ -132,7 +133,8 @@ export class ResponseHeaders {
   /** The methods the routes take: what a preflight may ask for, and what a CONNECT is told to use. */
   readonly methods: readonly string[] = METHODS;
 
-  constructor(corsOrigins: '*' | readonly string[], contextPath: string, isApiPath: ApiPathTest) {
+  /** With `compression`, the answers of the API and of data (JSON, metrics) may be compressed, so they vary by Accept-Encoding. */
+  constructor(corsOrigins: '*' | readonly string[], contextPath: string, isApiPath: ApiPathTest, compression: boolean) {
     this.#isApiPath = isApiPath;
     this.#docs = `${contextPath === '/' ? '' : contextPath}/docs`;
     const sets = (fixed: HeaderSet): Sets => {
@@ -148,9 +150,10 @@ export class ResponseHeaders {
         byOrigin: new Map(corsOrigins === '*' ? [] : corsOrigins.map((origin) => [origin, cors(origin)])),
       };
     };
+    const coded = compression ? 'Accept-Encoding, ' : '';
     this.#sets = {
-      api: sets({ ...API_SECURITY_HEADERS, 'api-version': API_VERSION, vary: 'Accept, Origin' }),
-      data: sets({ ...API_SECURITY_HEADERS, vary: 'Origin' }),
+      api: sets({ ...API_SECURITY_HEADERS, 'api-version': API_VERSION, vary: `Accept, ${coded}Origin` }),
+      data: sets({ ...API_SECURITY_HEADERS, vary: `${coded}Origin` }),
       page: sets({ ...PAGE_SECURITY, vary: 'Origin' }),
     };
   }

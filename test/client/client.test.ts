@@ -545,3 +545,46 @@ describe('the client and W3C Trace Context', () => {
     assert.equal(sent.at(-1)?.get('tracestate'), null);
   });
 });
+
+describe('the client and content codings', () => {
+  const seen: { encoding: string | undefined; accept: string | undefined }[] = [];
+  let app: FastifyInstance;
+  let origin: string;
+  before(async () => {
+    ({ app, origin } = await listening({}, (service) => {
+      service.addHook('onRequest', (request, _reply, done) => {
+        const { 'content-encoding': encoding, 'accept-encoding': accept } = request.headers;
+        seen.push({ encoding, accept });
+        done();
+      });
+    }));
+  });
+  after(() => app.close());
+
+  it('asks for br, gzip and deflate, and reads a coded answer exactly', async () => {
+    const client = createClient({ baseUrl: origin });
+    const big = { text: 'é'.repeat(10_000), n: new JsonNumber('12345678901234567890.5') };
+    const { received } = await client.echo(big);
+    assert.equal(seen.at(-1)?.accept, 'br, gzip, deflate');
+    assert.equal(seen.at(-1)?.encoding, undefined);
+    assert.equal(received.text, big.text);
+    assert.equal((received.n as JsonNumber).text, '12345678901234567890.5');
+  });
+
+  it('with gzipBodiesFrom, sends a body that large in gzip and a smaller one plain, both exact', async () => {
+    const client = createClient({ baseUrl: origin, gzipBodiesFrom: 1024 });
+    const big = { text: 'x'.repeat(2000), n: 2n ** 64n };
+    const { received } = await client.echo(big);
+    assert.equal(seen.at(-1)?.encoding, 'gzip');
+    assert.equal(received.text, big.text);
+    assert.equal((received.n as JsonNumber).text, '18446744073709551616');
+    await client.echo({ small: true });
+    assert.equal(seen.at(-1)?.encoding, undefined);
+    const written = await client.profile.replace({ name: 'Ada', email: 'ada@example.com', bio: 'y'.repeat(1000) });
+    assert.equal(seen.at(-1)?.encoding, 'gzip');
+    assert.equal(written.profile.bio, 'y'.repeat(1000));
+    assert.match(written.etag, /^"\d+-br"$/);
+    const again = await client.profile.update({ name: 'Grace' }, { ifMatch: written.etag });
+    assert.equal(again.profile.name, 'Grace');
+  });
+});

@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import type { Server } from 'node:http';
+import type { IncomingHttpHeaders, Server } from 'node:http';
 import { after, before, describe, it } from 'node:test';
 import { Decimal } from 'decimal.js';
 import { runConformance } from '../../src/conformance/index.js';
@@ -202,6 +202,30 @@ describe('the conformance kit against the service behind a proxy that breaks one
     try {
       const report = await runConformance({ baseUrl: url, write: true, only: groups });
       assert.deepEqual(notPassed(report), []);
+    } finally {
+      await close(server);
+    }
+  });
+
+  it('says plainly, as skips, that a proxy strips content codings, and fails nothing for it', async () => {
+    const stripped = (headers: IncomingHttpHeaders) => {
+      const { 'accept-encoding': _, ...passed } = headers;
+      return passed;
+    };
+    const { url, server } = await startBrokenProxy(service.origin, (_req, answer) => answer, stripped);
+    try {
+      const report = await runConformance({ baseUrl: url, only: ['codings'] });
+      assert.equal(report.failed, 0, JSON.stringify(report.results.filter((r) => r.outcome === 'fail')));
+      const skipped = report.results.filter((result) => result.outcome === 'skip');
+      assert.deepEqual(
+        skipped.map((result) => result.id),
+        ['codings.answers', 'codings.preference', 'codings.head', 'codings.small-plain'],
+      );
+      for (const result of skipped) assert.match(result.reason ?? '', /a proxy in front of it strips Accept-Encoding/);
+      assert.deepEqual(
+        report.results.filter((result) => result.outcome === 'pass').map((result) => result.id),
+        ['codings.request-bodies', 'codings.request-refused'],
+      );
     } finally {
       await close(server);
     }

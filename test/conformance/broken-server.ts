@@ -300,7 +300,12 @@ const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'transfer-encoding', 'co
  * A proxy in front of a service, breaking one thing: each answer passes through `alter` whole
  * (read to its end, then written with its new length). A deployment broken in exactly one way.
  */
-export async function startBrokenProxy(target: string, alter: Alteration): Promise<{ url: string; server: Server }> {
+export async function startBrokenProxy(
+  target: string,
+  alter: Alteration,
+  /** The request's headers as the proxy passes them on: as they came unless given. */
+  passedOn: (headers: IncomingMessage['headers']) => IncomingMessage['headers'] = (headers) => headers,
+): Promise<{ url: string; server: Server }> {
   const upstream = new URL(target);
   const server = createServer(async (req, res) => {
     const chunks: Buffer[] = [];
@@ -308,7 +313,14 @@ export async function startBrokenProxy(target: string, alter: Alteration): Promi
     const method = req.method ?? 'GET';
     const url = req.url ?? '/';
     const forwarded = httpRequest(
-      { hostname: upstream.hostname, port: upstream.port, method, path: url, headers: req.headers, agent: false },
+      {
+        hostname: upstream.hostname,
+        port: upstream.port,
+        method,
+        path: url,
+        headers: passedOn(req.headers),
+        agent: false,
+      },
       (answer) => {
         const body: Buffer[] = [];
         answer.on('data', (chunk: Buffer) => body.push(chunk));

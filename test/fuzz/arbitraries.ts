@@ -1,3 +1,4 @@
+import zlib from 'node:zlib';
 import fc from 'fast-check';
 import { CURRENCIES } from '../../src/domain/currencies.js';
 
@@ -446,6 +447,27 @@ const pollutingJson = fc
     ),
   );
 
+/** The codings a body comes in, each as a client applies it. */
+const CODERS: readonly ((body: Buffer) => Buffer)[] = [
+  (body) => zlib.gzipSync(body),
+  (body) => zlib.deflateSync(body),
+  (body) => zlib.brotliCompressSync(body),
+];
+
+/**
+ * Bodies in content codings, to go with any Content-Encoding: JSON in one or two codings, cut short
+ * or not, and a bomb that decodes to 16 times the fuzzed body limit.
+ */
+const codedBody: fc.Arbitrary<Buffer> = fc.oneof(
+  fc
+    .tuple(fc.json({ maxDepth: 3 }), fc.array(fc.constantFrom(...CODERS), { minLength: 1, maxLength: 2 }), fc.nat())
+    .map(([json, coders, cut]) => {
+      const coded = coders.reduce<Buffer>((body, code) => code(body), utf8(json));
+      return cut % 3 === 0 ? coded.subarray(0, cut % coded.length) : coded;
+    }),
+  fc.constant(zlib.gzipSync(Buffer.alloc(16 * FUZZ_BODY_LIMIT, ' '))),
+);
+
 const body: fc.Arbitrary<Buffer | undefined> = fc.oneof(
   { arbitrary: fc.constant(undefined), weight: 6 },
   { arbitrary: fc.json({ maxDepth: 5 }).map(utf8), weight: 3 },
@@ -492,6 +514,7 @@ const body: fc.Arbitrary<Buffer | undefined> = fc.oneof(
     weight: 1,
   },
   { arbitrary: fc.constantFrom(...BIG_BODIES), weight: 1 },
+  { arbitrary: codedBody, weight: 2 },
 );
 
 const contentType = fc.oneof(
@@ -546,6 +569,28 @@ const headerEntry: fc.Arbitrary<[string, string]> = fc.oneof(
       .map((value): [string, string] => ['accept', value]),
     weight: 3,
   },
+  {
+    arbitrary: fc
+      .constantFrom(
+        'gzip',
+        'br',
+        'deflate',
+        'zstd',
+        'gzip, deflate, br, zstd',
+        '*',
+        '*;q=0',
+        'identity;q=0',
+        'br;q=0, gzip;q=0.5',
+        'gzip;q=2',
+        'gzip;q=0.0001',
+        'x-gzip',
+        'compress',
+        ',,,',
+        '',
+      )
+      .map((value): [string, string] => ['accept-encoding', value]),
+    weight: 2,
+  },
   { arbitrary: contentType.map((value): [string, string] => ['content-type', value]), weight: 4 },
   {
     arbitrary: fc
@@ -586,7 +631,23 @@ const headerEntry: fc.Arbitrary<[string, string]> = fc.oneof(
   },
   {
     arbitrary: fc
-      .constantFrom('gzip', 'identity', 'IDENTITY', 'br', 'deflate, gzip', 'x-garbage', '')
+      .constantFrom(
+        'gzip',
+        'identity',
+        'IDENTITY',
+        'br',
+        'deflate',
+        'zstd',
+        'x-gzip',
+        'deflate, gzip',
+        'gzip, br',
+        'gzip, identity',
+        'gzip, gzip, gzip, gzip',
+        'gzip,,br',
+        'gzip;q=1',
+        'x-garbage',
+        '',
+      )
       .map((value): [string, string] => ['content-encoding', value]),
     weight: 1,
   },

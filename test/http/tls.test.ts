@@ -17,6 +17,7 @@ import { performance } from 'node:perf_hooks';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { type ConnectionOptions, connect as connectTls } from 'node:tls';
+import zlib from 'node:zlib';
 import { Agent, Client, request } from 'undici';
 import { CERTIFICATE_POLL_MS } from '../../src/http/certificates.js';
 import { h2 } from '../h2-client.js';
@@ -166,6 +167,31 @@ describe('HTTPS', { skip: OPENSSL_MISSING && OPENSSL_SKIP_REASON }, () => {
       await sleep(50);
       assert.equal(server.logs.lineOf('over-h2').http_version, '2.0');
       assert.equal(server.logs.lineOf('over-h1').http_version, '1.1');
+    });
+
+    it('speaks content codings both ways over h2 and over HTTPS/1.1: a coded answer, a coded body', async () => {
+      const text = `{"n":12345678901234567890,"s":"${'é'.repeat(1000)}"}`;
+      const body = zlib.gzipSync(text);
+      const headers = { 'content-type': 'application/json', 'content-encoding': 'gzip', 'accept-encoding': 'br' };
+      const session = await h2(server.origin, { tls: { ca: ca() } });
+      try {
+        const res = await sendHttp2(session, { method: 'POST', path: '/api/echo', headers, body });
+        assert.equal(res.status, 200, res.text);
+        assert.equal(res.headers['content-encoding'], 'br');
+        assert.ok(res.text.startsWith(`{"received":${text},"echo":true`));
+      } finally {
+        session.close();
+      }
+      const client = new Client(server.origin, { connect: { ca: ca() } });
+      try {
+        const res = await client.request({ path: '/api/echo', method: 'POST', headers, body });
+        assert.equal(res.statusCode, 200);
+        assert.equal(res.headers['content-encoding'], 'br');
+        const answer = zlib.brotliDecompressSync(Buffer.from(await res.body.arrayBuffer())).toString('utf8');
+        assert.ok(answer.startsWith(`{"received":${text},"echo":true`));
+      } finally {
+        await client.close();
+      }
     });
 
     it('speaks HTTP/2 to curl --http2 and HTTP/1.1 to curl --http1.1, trusting the private CA', {

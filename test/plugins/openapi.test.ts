@@ -9,6 +9,7 @@ import { promisify } from 'node:util';
 import openapiTS from 'openapi-typescript';
 import type { Config } from '../../src/config/index.js';
 import { ERROR_CODES } from '../../src/errors.js';
+import { CODINGS } from '../../src/lib/content-coding.js';
 import { FORMATS, VISIBLE_LINE } from '../../src/schemas.js';
 import { type Client, injectClient } from '../helpers.js';
 
@@ -153,7 +154,8 @@ describe('GET /openapi.json', () => {
           Object.entries<Json>(resolve(doc, entry).headers).map(([name, header]) => [name, resolve(doc, header)]),
         );
         const where = `${method} ${path} ${status}`;
-        const routed = underApi(path) && !['408', '431'].includes(status);
+        const socket = ['408', '431'].includes(status);
+        const routed = underApi(path) && !socket;
         const alwaysRouted = routed && !['400', '505'].includes(status);
         const expected = [
           'X-Request-Id',
@@ -162,6 +164,7 @@ describe('GET /openapi.json', () => {
           'Content-Security-Policy',
           'Cache-Control',
           'Vary',
+          ...(socket ? [] : ['Content-Encoding']),
           ...(routed ? ['API-Version', ...limits] : []),
           ...(status === '405' ? ['Allow'] : []),
           ...(status === '429' || (status === '503' && path === '/api/v1/profile') ? ['Retry-After'] : []),
@@ -169,12 +172,15 @@ describe('GET /openapi.json', () => {
         ];
         assert.deepEqual(Object.keys(headers).sort(), expected.sort(), where);
         for (const [name, header] of Object.entries(headers)) {
-          const optional = !alwaysRouted && ['API-Version', ...limits].includes(name);
+          const optional = (!alwaysRouted && ['API-Version', ...limits].includes(name)) || name === 'Content-Encoding';
           assert.equal(header.required, !optional, `${where} ${name}`);
         }
         for (const name of limits) if (routed) assert.equal(headers[name].schema.type, 'integer');
         if (status === '429') assert.equal(headers['Retry-After'].schema.type, 'integer');
         if (alwaysRouted) assert.equal(headers['API-Version'].schema.const, '1', where);
+        if (!socket) assert.deepEqual(headers['Content-Encoding'].schema.enum, [...CODINGS], where);
+        const vary = socket ? 'Origin' : `${routed ? 'Accept, ' : ''}Accept-Encoding, Origin`;
+        if (headers.Vary.schema.const !== undefined) assert.equal(headers.Vary.schema.const, vary, where);
       }
     }
     const profile = doc.paths['/api/v1/profile'].get.responses;
@@ -183,6 +189,20 @@ describe('GET /openapi.json', () => {
       resolve(doc, doc.paths['/api/v1/hello'].get.responses['200'].headers['Cache-Control']).schema.const,
       'no-store',
     );
+  });
+
+  it('documents the Content-Encoding of every request body, and of no other request', () => {
+    for (const [method, path] of OPERATIONS) {
+      const operation = doc.paths[path][method];
+      const parameters = (operation.parameters ?? []).map((p: Json) => resolve(doc, p));
+      const coding = parameters.find((p: { name: string }) => p.name === 'Content-Encoding');
+      assert.equal(coding !== undefined, operation.requestBody !== undefined, `${method} ${path}`);
+      if (coding !== undefined) {
+        assert.equal(coding.in, 'header');
+        assert.equal(coding.required, false);
+        for (const name of CODINGS) assert.match(coding.description, new RegExp(`\\b${name}\\b`));
+      }
+    }
   });
 
   it('documents the version parameter on every operation under /api only', () => {

@@ -75,7 +75,7 @@ for (const [transport, connectClient] of transports) {
         assert.equal(res.headers['access-control-allow-methods'], 'GET, HEAD, POST, PUT, PATCH');
         assert.equal(
           res.headers['access-control-allow-headers'],
-          'Accept, Content-Type, If-Match, If-None-Match, X-Request-Id, traceparent, tracestate',
+          'Accept, Content-Encoding, Content-Type, If-Match, If-None-Match, X-Request-Id, traceparent, tracestate',
         );
         assert.equal(res.headers['access-control-expose-headers'], EXPOSED);
         assert.equal(res.headers['access-control-max-age'], '600');
@@ -104,10 +104,10 @@ for (const [transport, connectClient] of transports) {
 
     it('sends no CORS header to a request without Origin, and says that answers vary by Origin', async () => {
       for (const [path, vary] of [
-        ['/api/hello', 'Accept, Origin'],
-        ['/api/nope', 'Accept, Origin'],
-        ['/healthz', 'Origin'],
-        ['/nope', 'Origin'],
+        ['/api/hello', 'Accept, Accept-Encoding, Origin'],
+        ['/api/nope', 'Accept, Accept-Encoding, Origin'],
+        ['/healthz', 'Accept-Encoding, Origin'],
+        ['/nope', 'Accept-Encoding, Origin'],
       ] as const) {
         const res = await client.send({ path });
         assert.deepEqual(corsHeaders(res), [], path);

@@ -3,6 +3,7 @@ import { after, afterEach, before, beforeEach, describe, it } from 'node:test';
 import { setImmediate as nextTurn, setTimeout as sleep } from 'node:timers/promises';
 import fc from 'fast-check';
 import type { Profile } from '../../src/domain/profile.js';
+import { CODINGS } from '../../src/lib/content-coding.js';
 import { MAX_WRITE_ATTEMPTS } from '../../src/services/profile.js';
 import { MemoryProfileStore } from '../../src/stores/memory-profile.js';
 import type { ProfileSnapshot, ProfileStore } from '../../src/stores/profile.js';
@@ -46,11 +47,20 @@ const EMAIL_RULE =
 const BIO_RULE =
   'must be a string of at most 1000 characters, without control characters other than tab and line breaks, or null';
 
-/** Asserts a 200 carrying exactly `profile` (as text: key order counts) at `version`, with its headers. */
+/** The strong tag of `version` as sent in the content coding of `res`: `"3"` plain, `"3-gzip"` in gzip. */
+function tagOf(res: TestResponse, version: number): string {
+  const coding = res.headers['content-encoding'];
+  return coding === undefined ? `"${version}"` : `"${version}-${coding}"`;
+}
+
+/**
+ * Asserts a 200 carrying exactly `profile` (as text: key order counts) at `version`, with its headers,
+ * its tag that of the coding it came in.
+ */
 function assertProfile(res: TestResponse, profile: Profile, version: number): void {
   assert.equal(res.status, 200, res.text);
   assert.equal(res.headers['content-type'], 'application/json; charset=utf-8');
-  assert.equal(res.headers.etag, `"${version}"`);
+  assert.equal(res.headers.etag, tagOf(res, version));
   assert.equal(res.headers['cache-control'], 'no-cache');
   assert.equal(typeof res.headers['x-request-id'], 'string');
   assert.equal(res.text, JSON.stringify({ name: profile.name, email: profile.email, bio: profile.bio }));
@@ -65,23 +75,25 @@ function assertNotModified(res: TestResponse, version: number): void {
   assert.equal(typeof res.headers['x-request-id'], 'string');
 }
 
-/** The version an ETag names. */
+/** The version an ETag names, in whichever coding it came. */
 function versionOf(res: TestResponse): number {
   const tag = res.headers.etag;
   assert.equal(typeof tag, 'string');
-  assert.match(tag as string, /^"\d+"$/);
-  return Number((tag as string).slice(1, -1));
+  assert.match(tag as string, /^"\d+(-(gzip|br|deflate|zstd))?"$/);
+  assert.equal(tag, tagOf(res, Number.parseInt((tag as string).slice(1), 10)));
+  return Number.parseInt((tag as string).slice(1), 10);
 }
 
-/** Requests to the profile on one client. */
-function profileClient(client: Client) {
+/** Requests to the profile on one client, each with `always` among its headers (an Accept-Encoding, say). */
+function profileClient(client: Client, always: Record<string, string> = {}) {
   return {
-    get: (headers: Record<string, string> = {}, method = 'GET') => client.send({ method, path: PATH, headers }),
+    get: (headers: Record<string, string> = {}, method = 'GET') =>
+      client.send({ method, path: PATH, headers: { ...always, ...headers } }),
     write: (method: string, body: unknown, headers: Record<string, string> = {}) =>
       client.send({
         method,
         path: PATH,
-        headers: { ...JSON_TYPE, ...headers },
+        headers: { ...JSON_TYPE, ...always, ...headers },
         body: typeof body === 'string' ? body : JSON.stringify(body),
       }),
   };
@@ -115,7 +127,7 @@ type Connect = (typeof transports)[number][1];
  * The fixture of a suite: one app over a FreshStore (building one takes longer than most
  * tests), its profile emptied before each test and, with `seed`, then set to ADA at version 1.
  */
-function profileSuite(connect: Connect, { seed }: { seed: boolean }) {
+function profileSuite(connect: Connect, { seed, coding }: { seed: boolean; coding?: string }) {
   const store = new FreshStore();
   const suite = {
     client: undefined as unknown as Client,
@@ -127,8 +139,10 @@ function profileSuite(connect: Connect, { seed }: { seed: boolean }) {
   };
   before(async () => {
     // Unlimited: the properties send more requests than a rate-limit window allows.
-    suite.client = await connect({ rateLimitMax: 0 }, { profileStore: store });
-    suite.profile = profileClient(suite.client);
+    // With a coding, every answer of the profile is sent in it, however small.
+    const codings = coding === undefined ? {} : { compressionMinBytes: 0 };
+    suite.client = await connect({ rateLimitMax: 0, ...codings }, { profileStore: store });
+    suite.profile = profileClient(suite.client, coding === undefined ? {} : { 'accept-encoding': coding });
   });
   beforeEach(async () => {
     store.reset();
@@ -545,69 +559,108 @@ for (const [transport, connect] of transports) {
     });
   });
 
-  describe(`/api/profile If-Match and If-None-Match on writes (${transport})`, () => {
-    const suite = profileSuite(connect, { seed: true });
+  for (const coding of [undefined, 'gzip', 'br']) {
+    describe(`/api/profile If-Match and If-None-Match on writes (${transport}, answers ${coding ?? 'plain'})`, () => {
+      const suite = profileSuite(connect, { seed: true, coding });
 
-    for (const method of WRITE_METHODS) {
-      it(`${method} with If-Match naming the current ETag writes`, async () => {
-        assertProfile(await suite.profile.write(method, { name: 'Grace' }, { 'if-match': '"1"' }), expected(method), 2);
-        assertProfile(await suite.profile.write(method, { name: 'Grace' }, { 'if-match': '"2"' }), expected(method), 3);
-      });
-
-      for (const header of ['"0"', '"2"', 'W/"1"', '1', '"1" "2"', '"01"']) {
-        it(`${method} with If-Match: ${header} fails with 412, changing nothing`, async () => {
-          const res = await suite.profile.write(method, { name: 'Grace' }, { 'if-match': header });
-          const error = assertEnvelope(res, 412, 'PRECONDITION_FAILED');
-          assert.equal(error.message, 'If-Match does not match the current ETag of the profile.');
-          assert.equal(res.headers.etag, undefined);
-          await suite.assertUnchanged();
-        });
-      }
-
-      for (const header of ['*', '"0", "1"', 'W/"1", "1"']) {
-        it(`${method} with If-Match: ${header} writes`, async () => {
+      for (const method of WRITE_METHODS) {
+        it(`${method} with If-Match naming the current ETag writes`, async () => {
           assertProfile(
-            await suite.profile.write(method, { name: 'Grace' }, { 'if-match': header }),
+            await suite.profile.write(method, { name: 'Grace' }, { 'if-match': '"1"' }),
+            expected(method),
+            2,
+          );
+          assertProfile(
+            await suite.profile.write(method, { name: 'Grace' }, { 'if-match': '"2"' }),
+            expected(method),
+            3,
+          );
+        });
+
+        for (const header of ['"0"', '"2"', 'W/"1"', '1', '"1" "2"', '"01"']) {
+          it(`${method} with If-Match: ${header} fails with 412, changing nothing`, async () => {
+            const res = await suite.profile.write(method, { name: 'Grace' }, { 'if-match': header });
+            const error = assertEnvelope(res, 412, 'PRECONDITION_FAILED');
+            assert.equal(error.message, 'If-Match does not match the current ETag of the profile.');
+            assert.equal(res.headers.etag, undefined);
+            await suite.assertUnchanged();
+          });
+        }
+
+        for (const header of ['*', '"0", "1"', 'W/"1", "1"']) {
+          it(`${method} with If-Match: ${header} writes`, async () => {
+            assertProfile(
+              await suite.profile.write(method, { name: 'Grace' }, { 'if-match': header }),
+              expected(method),
+              2,
+            );
+          });
+        }
+
+        for (const header of ['*', '"1"', 'W/"1"']) {
+          it(`${method} with If-None-Match: ${header} fails with 412, changing nothing`, async () => {
+            const res = await suite.profile.write(method, { name: 'Grace' }, { 'if-none-match': header });
+            const error = assertEnvelope(res, 412, 'PRECONDITION_FAILED');
+            assert.equal(error.message, 'If-None-Match matches the current ETag of the profile.');
+            await suite.assertUnchanged();
+          });
+        }
+
+        it(`${method} with If-None-Match naming an old ETag writes`, async () => {
+          assertProfile(
+            await suite.profile.write(method, { name: 'Grace' }, { 'if-none-match': '"0"' }),
             expected(method),
             2,
           );
         });
       }
 
-      for (const header of ['*', '"1"', 'W/"1"']) {
-        it(`${method} with If-None-Match: ${header} fails with 412, changing nothing`, async () => {
-          const res = await suite.profile.write(method, { name: 'Grace' }, { 'if-none-match': header });
-          const error = assertEnvelope(res, 412, 'PRECONDITION_FAILED');
-          assert.equal(error.message, 'If-None-Match matches the current ETag of the profile.');
-          await suite.assertUnchanged();
-        });
-      }
-
-      it(`${method} with If-None-Match naming an old ETag writes`, async () => {
+      it('lets a client that read, then wrote with the tag it read, write only once', async () => {
+        const read = await suite.profile.get();
+        const tag = String(read.headers.etag);
         assertProfile(
-          await suite.profile.write(method, { name: 'Grace' }, { 'if-none-match': '"0"' }),
-          expected(method),
+          await suite.profile.write('PATCH', { bio: 'First.' }, { 'if-match': tag }),
+          { ...ADA, bio: 'First.' },
           2,
         );
+        assertEnvelope(
+          await suite.profile.write('PATCH', { bio: 'Second.' }, { 'if-match': tag }),
+          412,
+          'PRECONDITION_FAILED',
+        );
+        assertProfile(await suite.profile.get(), { ...ADA, bio: 'First.' }, 2);
       });
-    }
 
-    it('lets a client that read, then wrote with the tag it read, write only once', async () => {
-      const read = await suite.profile.get();
-      const tag = String(read.headers.etag);
-      assertProfile(
-        await suite.profile.write('PATCH', { bio: 'First.' }, { 'if-match': tag }),
-        { ...ADA, bio: 'First.' },
-        2,
-      );
-      assertEnvelope(
-        await suite.profile.write('PATCH', { bio: 'Second.' }, { 'if-match': tag }),
-        412,
-        'PRECONDITION_FAILED',
-      );
-      assertProfile(await suite.profile.get(), { ...ADA, bio: 'First.' }, 2);
+      it("takes the tag of the version in any coding, the client's own or another, on a write", async () => {
+        for (const [tag, version] of [
+          ['"1-gzip"', 2],
+          ['"2-br"', 3],
+          ['"3-deflate"', 4],
+          ['"4-zstd"', 5],
+        ] as const) {
+          assertProfile(
+            await suite.profile.write('PATCH', { bio: tag }, { 'if-match': tag }),
+            { ...ADA, bio: tag },
+            version,
+          );
+        }
+        for (const tag of ['"4-gzip"', 'W/"5-gzip"', '"5-compress"', '"5-"', '"5-gzip-gzip"']) {
+          assertEnvelope(
+            await suite.profile.write('PATCH', { bio: 'x' }, { 'if-match': tag }),
+            412,
+            'PRECONDITION_FAILED',
+          );
+        }
+        for (const tag of ['"5-gzip"', 'W/"5-br"']) {
+          assertEnvelope(
+            await suite.profile.write('PATCH', { bio: 'x' }, { 'if-none-match': tag }),
+            412,
+            'PRECONDITION_FAILED',
+          );
+        }
+      });
     });
-  });
+  }
 }
 
 /** The profile after writing `{name: "Grace"}` over ADA with `method`. */
@@ -640,15 +693,21 @@ class RoundTripStore implements ProfileStore {
 const WRITERS = 50;
 
 for (const [transport, connect] of transports) {
-  for (const storeKind of ['memory', 'round-trip'] as const) {
-    describe(`/api/profile under concurrent writes (${transport}, ${storeKind} store)`, () => {
+  for (const [storeKind, coding] of [
+    ['memory', undefined],
+    ['round-trip', undefined],
+    ['memory', 'gzip'],
+    ['round-trip', 'br'],
+  ] as const) {
+    describe(`/api/profile under concurrent writes (${transport}, ${storeKind} store, answers ${coding ?? 'plain'})`, () => {
       let client: Client;
       let store: RoundTripStore | undefined;
       let profile: ProfileClient;
       beforeEach(async () => {
         store = storeKind === 'round-trip' ? new RoundTripStore() : undefined;
-        client = await connect({}, { profileStore: store ?? new MemoryProfileStore(0) });
-        profile = profileClient(client);
+        const codings = coding === undefined ? {} : { compressionMinBytes: 0 };
+        client = await connect(codings, { profileStore: store ?? new MemoryProfileStore(0) });
+        profile = profileClient(client, coding === undefined ? {} : { 'accept-encoding': coding });
         // Over HTTP, open the connections first, so that the writes arrive together rather than
         // one connection set-up apart.
         await Promise.all(Array.from({ length: WRITERS }, () => profile.get()));
@@ -781,6 +840,57 @@ for (const [transport, connect] of transports) {
       } finally {
         await client.close();
       }
+    });
+  });
+}
+
+for (const [transport, connect] of transports) {
+  describe(`the profile's ETag in each content coding (${transport})`, () => {
+    const suite = profileSuite(connect, { seed: true });
+    /** A bio long enough that the profile's answer is over COMPRESSION_MIN_BYTES. */
+    const LONG = { ...ADA, bio: 'x'.repeat(1000) };
+
+    it('tags a small, plain answer "2" and a large one "2-<coding>", HEAD alike', async () => {
+      await suite.profile.write('PUT', LONG);
+      assertProfile(await suite.profile.get({ 'accept-encoding': 'identity' }), LONG, 2);
+      for (const coding of CODINGS) {
+        for (const method of ['GET', 'HEAD']) {
+          const res = await suite.profile.get({ 'accept-encoding': coding }, method);
+          assert.equal(res.headers['content-encoding'], coding, method);
+          assert.equal(res.headers.etag, `"2-${coding}"`, method);
+          if (method === 'GET') assertProfile(res, LONG, 2);
+        }
+      }
+      const small = await suite.profile.write('PUT', ADA);
+      assert.equal(small.headers['content-encoding'], undefined);
+      assertProfile(await suite.profile.get({ 'accept-encoding': 'gzip' }), ADA, 3);
+    });
+
+    it('answers If-None-Match with the tag of any coding with 304, tagged as the client has it', async () => {
+      await suite.profile.write('PUT', LONG);
+      const res = await suite.profile.get({ 'accept-encoding': 'gzip', 'if-none-match': '"2-gzip"' });
+      assert.equal(res.status, 304);
+      assert.equal(res.headers.etag, '"2-gzip"');
+      assertNotModified(await suite.profile.get({ 'if-none-match': '"2-gzip"' }), 2);
+      assertNotModified(await suite.profile.get({ 'if-none-match': 'W/"2-br"' }, 'HEAD'), 2);
+      assertProfile(await suite.profile.get({ 'if-none-match': '"1-gzip"' }), LONG, 2);
+    });
+
+    it('keeps a client behind a compressing proxy safe from lost updates: the coded tag it read writes once', async () => {
+      await suite.profile.write('PUT', LONG);
+      const tag = String((await suite.profile.get({ 'accept-encoding': 'br' })).headers.etag);
+      assert.equal(tag, '"2-br"');
+      assertProfile(
+        await suite.profile.write('PATCH', { name: 'Grace' }, { 'if-match': tag }),
+        { ...LONG, name: 'Grace' },
+        3,
+      );
+      assertEnvelope(
+        await suite.profile.write('PATCH', { name: 'Ada' }, { 'if-match': tag }),
+        412,
+        'PRECONDITION_FAILED',
+      );
+      assertEnvelope(await suite.profile.get({ 'if-match': tag }), 412, 'PRECONDITION_FAILED');
     });
   });
 }

@@ -1,4 +1,5 @@
 import type { Check } from '../context.js';
+import { codingChecks } from './codings.js';
 import { currencyChecks } from './currencies.js';
 import { echoChecks } from './echo.js';
 import { errorChecks, httpChecks, requestIdChecks } from './errors.js';
@@ -35,6 +36,7 @@ export const ALL_CHECKS: readonly Check[] = [
   ...currencyChecks,
   ...exchangeChecks,
   ...profileChecks,
+  ...codingChecks,
   ...timeoutChecks,
   ...rateLimitChecks,
   ...everyAnswerChecks,
