@@ -37,13 +37,14 @@ export const contentCodingsPlugin = fp(
     const coded: onSendHookHandler = (request, reply, payload, done) => {
       if (reply.statusCode === 304) notModifiedTag(request, reply);
       if (typeof payload !== 'string' && !Buffer.isBuffer(payload)) return done(null, payload);
+      // The size first: most answers are small, and their Accept-Encoding need not be read.
+      if ((typeof payload === 'string' ? Buffer.byteLength(payload) : payload.length) < minBytes) {
+        return done(null, payload);
+      }
       const coding = preferredCoding(request.headers['accept-encoding']);
       if (coding === null || UNCODED_STATUSES.has(reply.statusCode)) return done(null, payload);
       const type = reply.getHeader('content-type');
       if (typeof type !== 'string' || !COMPRESSIBLE.test(type) || reply.hasHeader('content-encoding')) {
-        return done(null, payload);
-      }
-      if ((typeof payload === 'string' ? Buffer.byteLength(payload) : payload.length) < minBytes) {
         return done(null, payload);
       }
       const body = typeof payload === 'string' ? Buffer.from(payload) : payload;
