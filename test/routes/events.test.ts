@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
 import { request as httpRequest, type IncomingHttpHeaders } from 'node:http';
 import { type ClientHttp2Session, connect as connectHttp2 } from 'node:http2';
 import { performance } from 'node:perf_hooks';
@@ -14,6 +15,8 @@ import {
   sendTo,
   transports,
 } from '../helpers.js';
+import { killAllServers, startServer, withTimeout } from '../server-process.js';
+import { makeTlsFiles, OPENSSL_MISSING, OPENSSL_SKIP_REASON, type TlsFiles } from '../tls-files.js';
 
 /** One event of a stream as a client parses it (the HTML standard's rules, for what the service sends). */
 interface ParsedEvent {
@@ -410,5 +413,103 @@ describe('GET /api/events on shutdown', () => {
     assert.equal(server.logs.lineOf('sse-down-1').events_sent, 1);
     assert.equal(server.logs.lineOf('sse-down-1').status, 200);
     assert.ok(Number(server.logs.lineOf('sse-down-2').events_sent) >= 1);
+  });
+});
+
+describe('GET /api/events over h2 with TLS', { skip: OPENSSL_MISSING && OPENSSL_SKIP_REASON }, () => {
+  let files: TlsFiles;
+  let server: ListeningApp;
+  let session: ClientHttp2Session;
+  before(async () => {
+    files = makeTlsFiles();
+    server = await listening({ http2: true, tlsCertFile: files.serverCert, tlsKeyFile: files.serverKey });
+    session = connectHttp2(server.origin, { ca: readFileSync(files.ca) });
+  });
+  after(async () => {
+    session.close();
+    await server.app.close();
+    files.remove();
+  });
+
+  it('writes each event when due, as over cleartext', async () => {
+    const stream = await openStreamHttp2(session, '/api/events?count=4&interval_ms=250');
+    assert.equal(stream.status, 200);
+    assert.equal(stream.headers['content-type'], STREAM_TYPE);
+    assertGreetings(await stream.ended, 'World', 1, 4);
+    assertSpacing(stream.chunks, 4, 250);
+  });
+});
+
+describe('GET /api/events is an /api request like any other', () => {
+  it('is rate-limited: counted, with RateLimit headers, and 429 past the limit', async () => {
+    const server = await listening({ rateLimitMax: 1 });
+    try {
+      const stream = await openStream(server.origin, '/api/events?count=1&interval_ms=0');
+      assert.equal(stream.headers['ratelimit-limit'], '1');
+      assert.equal(stream.headers['ratelimit-remaining'], '0');
+      await stream.ended;
+      const refused = await sendTo(server.origin, { path: '/api/events?count=1' });
+      assertEnvelope(refused, 429, 'RATE_LIMIT_EXCEEDED');
+      assert.equal(await metric(server.origin, 'event_streams_open'), 0);
+    } finally {
+      await server.app.close();
+    }
+  });
+
+  it('takes the fault headers: an injected abort answers instead of the stream, which never opens', async () => {
+    const server = await listening({ faultHeaders: true });
+    try {
+      const res = await sendTo(server.origin, {
+        path: '/api/events?count=1',
+        headers: { 'x-envoy-fault-abort-request': '503' },
+      });
+      assertEnvelope(res, 503, 'SERVICE_UNAVAILABLE');
+      assert.equal(res.headers['x-fault-injected'], 'abort');
+      // A connection fault breaks the answer instead of sending it.
+      const outcome = await openStream(server.origin, '/api/events?count=1000&interval_ms=100', {
+        'x-fault-connection': 'reset',
+      })
+        .then((stream) => stream.ended)
+        .catch(() => 'reset');
+      assert.equal(outcome, 'reset');
+      // The stream the fault broke holds no slot and no timer.
+      await until(async () => (await metric(server.origin, 'event_streams_open')) === 0, 1000, 'no stream open');
+      const sent = await metric(server.origin, 'events_sent_total');
+      await sleep(300);
+      assert.equal(await metric(server.origin, 'events_sent_total'), sent);
+    } finally {
+      await server.app.close();
+    }
+  });
+});
+
+describe('GET /api/events: SIGTERM with streams open (the built service)', () => {
+  after(() => killAllServers());
+
+  it('ends the open streams, each with its line, and exits 0 well within SHUTDOWN_TIMEOUT_MS', {
+    timeout: 60_000,
+  }, async () => {
+    const server = await startServer({ SHUTDOWN_TIMEOUT_MS: '8000', HTTP2: 'true' });
+    const origin = `http://127.0.0.1:${server.port}`;
+    const session = connectHttp2(origin);
+    try {
+      const streams = [
+        await openStream(origin, '/api/events?count=1000&interval_ms=60000', { 'x-request-id': 'sigterm-1' }),
+        await openStream(origin, '/api/events?count=1000&interval_ms=100', { 'x-request-id': 'sigterm-2' }),
+        await openStreamHttp2(session, '/api/events?count=1000&interval_ms=100'),
+      ];
+      await until(() => streams.every((stream) => stream.chunks.length > 0), 5000, 'the first events');
+      const start = performance.now();
+      server.child.kill('SIGTERM');
+      for (const stream of streams) await withTimeout(stream.ended, 5000, 'the stream ended');
+      const exit = await withTimeout(server.exited, 8000, 'exit after SIGTERM');
+      assert.equal(exit.code, 0);
+      assert.ok(performance.now() - start < 4000, `exited ${(performance.now() - start).toFixed(0)} ms after SIGTERM`);
+      const lines = server.lines.filter((line) => line.route === '/api/events');
+      assert.equal(lines.length, 3);
+      assert.equal(lines.find((line) => line.request_id === 'sigterm-1')?.events_sent, 1);
+    } finally {
+      session.destroy();
+    }
   });
 });
