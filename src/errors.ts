@@ -83,7 +83,7 @@ const DESCRIPTIONS = {
   401: 'No valid bearer token (`UNAUTHORIZED`); `WWW-Authenticate: Bearer` says how to authenticate.',
   404: 'No such route or resource (`NOT_FOUND`).',
   405: 'The path exists with other methods (`METHOD_NOT_ALLOWED`); `Allow` lists them.',
-  406: 'Accept asks only for API versions that do not exist, or, of the event stream, for no type it is (`NOT_ACCEPTABLE`).',
+  406: 'Accept asks only for API versions that do not exist, or, to the event stream, takes neither `text/event-stream`, `text/*` nor `*/*` (`NOT_ACCEPTABLE`).',
   408: 'The request did not arrive within the server’s timeouts (`REQUEST_TIMEOUT`); the connection closes.',
   412: 'If-Match names no current `ETag`, or If-None-Match names it (`PRECONDITION_FAILED`); nothing was changed.',
   413: 'The body is larger than `BODY_LIMIT` (`PAYLOAD_TOO_LARGE`).',

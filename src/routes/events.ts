@@ -142,7 +142,7 @@ export const eventsRoutes: FastifyPluginAsyncTypebox<EventsRoutesOptions> = asyn
         operationId: 'getEvents',
         summary: 'A stream of greeting events',
         description:
-          'Server-sent events (`text/event-stream`): event n (1 to `count`) is `id: n`, `event: greeting` and a `data` line holding a `GreetingEvent`; ' +
+          'Server-sent events (`text/event-stream`): event n (1 to `count`) is `id: n`, `event: greeting` and a `data` line holding `{"id":n,"greeting":"Hello, <name>!","timestamp":"<local date-time>"}`; ' +
           'the first at once, each next `interval_ms` after the one before, each written when due, and the answer ends after the last. ' +
           '`Last-Event-ID: k` resumes at k+1. A stream quiet for 15 s gets a comment line (`: keep-alive`). ' +
           'Shutdown ends open streams; clients reconnect with `Last-Event-ID`. Never compressed, never buffered: `X-Accel-Buffering: no`.',
