@@ -11,6 +11,8 @@ import {
   type Client,
   type ListeningApp,
   listening,
+  parseRawResponse,
+  rawExchange,
   samples,
   sendTo,
   transports,
@@ -396,6 +398,25 @@ describe('GET /api/events over HTTP/2 with prior knowledge (h2c)', () => {
 });
 
 describe('GET /api/events on shutdown', () => {
+  it('refuses a stream asked for while draining with 503, which would be ended at once', async () => {
+    const server = await listening({ shutdownTimeoutMs: 5000 });
+    // Pipelined: the second request is read once the first stream has ended, by then on shutdown.
+    const answer = rawExchange(
+      server.port,
+      'GET /api/events?count=3&interval_ms=60000 HTTP/1.1\r\nHost: x\r\n\r\n' +
+        'GET /api/events?count=1&interval_ms=0 HTTP/1.1\r\nHost: x\r\n\r\n',
+    );
+    await sleep(300);
+    const start = performance.now();
+    await server.app.close();
+    assert.ok(performance.now() - start < 2000, `closed in ${(performance.now() - start).toFixed(0)} ms`);
+    const text = await answer;
+    const second = text.slice(text.indexOf('HTTP/1.1', 1));
+    assert.match(text, /^HTTP\/1\.1 200 /);
+    assertEnvelope(parseRawResponse(second), 503, 'SERVICE_UNAVAILABLE');
+    assert.match(second, /\r\nretry-after: 1\r\n/i);
+  });
+
   it('ends open streams at once, each logged, and the close completes', async () => {
     const server = await listening({ shutdownTimeoutMs: 5000 });
     const streams = await Promise.all([
