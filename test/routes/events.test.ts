@@ -19,6 +19,7 @@ import {
 } from '../helpers.js';
 import { killAllServers, startServer, withTimeout } from '../server-process.js';
 import { makeTlsFiles, OPENSSL_MISSING, OPENSSL_SKIP_REASON, type TlsFiles } from '../tls-files.js';
+import { OtlpReceiver } from '../tracing/otlp-receiver.js';
 
 /** One event of a stream as a client parses it (the HTML standard's rules, for what the service sends). */
 interface ParsedEvent {
@@ -500,6 +501,37 @@ describe('GET /api/events is an /api request like any other', () => {
       assert.equal(await metric(server.origin, 'events_sent_total'), sent);
     } finally {
       await server.app.close();
+    }
+  });
+});
+
+describe('GET /api/events is traced like any request', () => {
+  it("has one server span per stream, from the request to the stream's end, its client gone or not", async () => {
+    const receiver = await OtlpReceiver.start();
+    try {
+      const server = await listening({ otelExporterOtlpEndpoint: receiver.url });
+      const whole = await openStream(server.origin, '/api/events?count=3&interval_ms=200', {
+        'x-request-id': 'span-whole',
+      });
+      await whole.ended;
+      const left = await openStream(server.origin, '/api/events?count=1000&interval_ms=100', {
+        'x-request-id': 'span-left',
+      });
+      await until(() => left.chunks.length > 0, 2000, 'the first event');
+      left.close();
+      await until(async () => (await metric(server.origin, 'event_streams_open')) === 0, 1000, 'no stream open');
+      await server.app.close();
+      for (const id of ['span-whole', 'span-left']) {
+        const spans = receiver.spans.filter((span) => span.attributes.request_id === id);
+        assert.equal(spans.length, 1, id);
+        assert.equal(spans[0]?.name, 'GET /api/events');
+        assert.equal(spans[0]?.attributes['http.response.status_code'], 200);
+      }
+      const span = receiver.spans.find((one) => one.attributes.request_id === 'span-whole');
+      const ms = Number(((span?.endNs ?? 0n) - (span?.startNs ?? 0n)) / 1_000_000n);
+      assert.ok(ms >= 380, `the span lasted ${ms} ms, the stream 400`);
+    } finally {
+      await receiver.close();
     }
   });
 });
