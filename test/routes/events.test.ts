@@ -240,8 +240,15 @@ async function metric(origin: string, name: string): Promise<number> {
 }
 
 /**
+ * How late an event may arrive, in ms: far less than a stream held back anywhere would be (all its
+ * events at its end), more than a timer of a loaded machine shared by several test runs is.
+ */
+const LATE_MS = 250;
+
+/**
  * Asserts each event arrived when due: the first at once, event k `interval` ms after the one
- * before it, none held back past a margin that shared cores can keep, and none early.
+ * before it on the stream's schedule, none held back past LATE_MS, and the events spread over the
+ * schedule rather than sent together.
  */
 function assertSpacing(chunks: OpenStream['chunks'], count: number, intervalMs: number): void {
   const arrivals: number[] = [];
@@ -251,11 +258,11 @@ function assertSpacing(chunks: OpenStream['chunks'], count: number, intervalMs: 
   // When the schedule began, as the arrivals tell it: the earliest of each arrival less its offset.
   const start = Math.min(...arrivals.map((at, k) => at - k * intervalMs));
   for (let k = 1; k < count; k++) {
-    const gap = (arrivals[k] as number) - (arrivals[k - 1] as number);
     const late = (arrivals[k] as number) - (start + k * intervalMs);
-    assert.ok(gap >= intervalMs * 0.8, `event ${k + 1} came ${gap.toFixed(0)} ms after the one before`);
-    assert.ok(late < 120, `event ${k + 1} came ${late.toFixed(0)} ms after it was due`);
+    assert.ok(late < LATE_MS, `event ${k + 1} came ${late.toFixed(0)} ms after it was due`);
   }
+  const spread = (arrivals[count - 1] as number) - (arrivals[0] as number);
+  assert.ok(spread >= (count - 1) * intervalMs - LATE_MS, `the events came within ${spread.toFixed(0)} ms`);
 }
 
 describe('GET /api/events over a connection', () => {
@@ -344,14 +351,16 @@ describe('GET /api/events over a connection', () => {
 describe('GET /api/events: timeouts of slow clients do not end a quiet stream', () => {
   for (const http2 of [false, true]) {
     it(`outlasts REQUEST_TIMEOUT_MS between events (${http2 ? 'h2c' : 'HTTP/1.1'})`, async () => {
-      const server = await listening({ headersTimeoutMs: 300, requestTimeoutMs: 300, http2 });
+      // A second for the request (more than a loaded machine takes to send one), 1.5 s of silence for the connection.
+      const server = await listening({ headersTimeoutMs: 1000, requestTimeoutMs: 1000, http2 });
       const session = http2 ? connectHttp2(server.origin) : undefined;
       try {
-        const path = '/api/events?count=3&interval_ms=900';
+        const path = '/api/events?count=2&interval_ms=2500';
         const stream =
           session === undefined ? await openStream(server.origin, path) : await openStreamHttp2(session, path);
+        assert.equal(stream.status, 200);
         const text = await stream.ended;
-        assertGreetings(text, 'World', 1, 3);
+        assertGreetings(text, 'World', 1, 2);
       } finally {
         session?.close();
         await server.app.close();
