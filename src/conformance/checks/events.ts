@@ -74,7 +74,7 @@ function expectGreetings(res: Response, name: string, first: number, last: numbe
 }
 
 /** How late an event may arrive after it was due, in ms: a network between the kit and the service is no loopback. */
-const LATE_MS = 250;
+const LATE_MS = 500;
 
 /** Asks for a stream and notes when each of its events arrived, in ms from the request. */
 async function timedStream(ctx: Context, path: string): Promise<{ res: Response; arrivals: number[] }> {
