@@ -15,13 +15,13 @@ import { accepts } from '../lib/accept.js';
 import type { RequestLog } from '../logging/request-log.js';
 import type { EventStreams } from '../services/event-streams.js';
 
-export const MAX_EVENTS = 1000;
+const MAX_EVENTS = 1000;
 const DEFAULT_COUNT = 10;
-export const MAX_INTERVAL_MS = 60_000;
+const MAX_INTERVAL_MS = 60_000;
 const DEFAULT_INTERVAL_MS = 1000;
 const DEFAULT_NAME = 'World';
 
-export const EVENT_STREAM_TYPE = 'text/event-stream; charset=utf-8';
+const EVENT_STREAM_TYPE = 'text/event-stream; charset=utf-8';
 
 export const EventsQuery = Type.Object({
   count: Type.Optional(

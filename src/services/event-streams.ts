@@ -4,10 +4,10 @@ import { jsonString } from '../lib/json-text.js';
 import { localDateTime } from '../lib/local-time.js';
 
 /** A stream with nothing to send for this long gets a comment line, so that no proxy takes it for dead. */
-export const KEEP_ALIVE_MS = 15_000;
+const KEEP_ALIVE_MS = 15_000;
 
 /** What is written to a quiet stream: a comment, which clients skip. */
-export const KEEP_ALIVE_COMMENT = ': keep-alive\n\n';
+const KEEP_ALIVE_COMMENT = ': keep-alive\n\n';
 
 /** How early a timer may fire and its event still count as due: Node's timers keep whole milliseconds. */
 const TIMER_SLACK_MS = 1;
