@@ -13,6 +13,8 @@
  *   npm run bench -- --parts --only hello --total 0 # what each default costs: the service with each turned off
  *   npm run bench -- --faults                       # adds the service with fault injection on, no fault asked for
  *   npm run bench -- --http2                        # the service and bare Node over h2c, h2 (TLS) and HTTPS/1.1
+ *   npm run bench -- --h2-streams 20                # with --http2: each h2load client's concurrent streams (10)
+ *   npm run bench -- --streams                      # instead: the event stream against bare node:http (bench/streams.js)
  *   npm run bench -- --starts 15                    # start-up time: the median of 15 starts of each server (7 by default)
  *   npm run bench -- --encodings --starts 0 --total 0  # the OpenAPI document and a 64 KiB echo, plain and in each
  *                                                      # coding, against node:http + node:zlib at the same level
@@ -34,6 +36,7 @@ import { CODINGS } from '../dist/lib/content-coding.js';
 import { codedEndpoints, ENDPOINTS } from './endpoints.js';
 import { loadGenerator, runH2load } from './load.js';
 import { routeOf } from './servers/answer-request.js';
+import { eventStreamsBench } from './streams.js';
 
 const { values: options } = parseArgs({
   options: {
@@ -48,7 +51,8 @@ const { values: options } = parseArgs({
     parts: { type: 'boolean', default: false },
     faults: { type: 'boolean', default: false },
     http2: { type: 'boolean', default: false },
-    streams: { type: 'string', default: '10' },
+    'h2-streams': { type: 'string', default: '10' },
+    streams: { type: 'boolean', default: false },
     starts: { type: 'string', default: '7' },
     encodings: { type: 'boolean', default: false },
   },
@@ -62,7 +66,7 @@ const ROUNDS = Number(options.rounds);
 const DURATION_S = Number(options.duration);
 const CONNECTIONS = Number(options.connections);
 /** With --http2: the concurrent streams of each h2load client, of which there are CONNECTIONS. */
-const STREAMS = Number(options.streams);
+const STREAMS = Number(options['h2-streams']);
 const TOTAL_REQUESTS = Number(options.total);
 /** How many times each server is started, alternating, for its start-up time. */
 const STARTS = Number(options.starts);
@@ -661,4 +665,13 @@ function toMarkdown(report) {
   ].join('\n');
 }
 
-await main();
+/** With --streams: the long-lived answers alone, against their bare baselines. */
+async function streamsMain() {
+  const { figures, markdown } = await eventStreamsBench({ root, freePort, rounds: ROUNDS });
+  const text = [`Machine: ${cpus().length} × ${cpus()[0].model}, Node ${process.version}.`, '', ...markdown].join('\n');
+  writeFileSync(join(resultsDir, 'streams.json'), `${JSON.stringify({ events: figures }, null, 2)}\n`);
+  writeFileSync(join(resultsDir, 'streams.md'), text);
+  process.stdout.write(text);
+}
+
+await (options.streams ? streamsMain() : main());

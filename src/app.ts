@@ -30,6 +30,7 @@ import { adminRoutes } from './routes/admin.js';
 import { currencyRoutes } from './routes/currencies.js';
 import { docsRoutes } from './routes/docs.js';
 import { echoRoutes } from './routes/echo.js';
+import { eventsRoutes } from './routes/events.js';
 import { exchangeRoutes } from './routes/exchange.js';
 import { healthRoutes } from './routes/health.js';
 import { helloRoutes } from './routes/hello.js';
@@ -37,6 +38,7 @@ import { metricsRoute } from './routes/metrics.js';
 import { openapiRoute } from './routes/openapi.js';
 import { profileRoutes } from './routes/profile.js';
 import { searchRoutes } from './routes/search.js';
+import { EventStreams } from './services/event-streams.js';
 import { Readiness } from './services/readiness.js';
 import type { ProfileStore } from './stores/profile.js';
 import type { RateLimitStore } from './stores/rate-limit.js';
@@ -198,12 +200,15 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
         }
       : null,
   });
+  const eventStreams = new EventStreams(config.streamsMax);
+  requestLog.eventsSentOf((request) => eventStreams.sentTo(request));
   if (config.metricsEnabled) {
     await app.register(metricsPlugin, {
       requestLog,
       droppedLogLines: options.droppedLogLines ?? (() => 0),
       readiness,
       store: stores.kind,
+      eventStreams,
     });
     spanExport?.registerMetrics(app.metricsRegistry);
   }
@@ -236,6 +241,11 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
       await service.register(helloRoutes);
       await service.register(searchRoutes);
       await service.register(echoRoutes);
+      await service.register(eventsRoutes, {
+        streams: eventStreams,
+        requestLog,
+        shutdownTimeoutMs: config.shutdownTimeoutMs,
+      });
       await service.register(profileRoutes, { store: options.profileStore ?? stores.profile });
       await service.register(exchangeRoutes);
       await service.register(currencyRoutes, { cursorSecret: config.cursorSecret });

@@ -83,7 +83,7 @@ const DESCRIPTIONS = {
   401: 'No valid bearer token (`UNAUTHORIZED`); `WWW-Authenticate: Bearer` says how to authenticate.',
   404: 'No such route or resource (`NOT_FOUND`).',
   405: 'The path exists with other methods (`METHOD_NOT_ALLOWED`); `Allow` lists them.',
-  406: 'Accept asks only for API versions that do not exist (`NOT_ACCEPTABLE`).',
+  406: 'Accept asks only for API versions that do not exist, or, to the event stream, takes neither `text/event-stream`, `text/*` nor `*/*` (`NOT_ACCEPTABLE`).',
   408: 'The request did not arrive within the server’s timeouts (`REQUEST_TIMEOUT`); the connection closes.',
   412: 'If-Match names no current `ETag`, or If-None-Match names it (`PRECONDITION_FAILED`); nothing was changed.',
   413: 'The body is larger than `BODY_LIMIT` (`PAYLOAD_TOO_LARGE`).',
@@ -94,7 +94,7 @@ const DESCRIPTIONS = {
   431: 'The request’s headers are larger than the server’s limit (`REQUEST_HEADER_FIELDS_TOO_LARGE`); the connection closes.',
   500: 'Unexpected failure (`INTERNAL_ERROR`); the message is generic and `details` empty.',
   501: 'The body comes in a transfer coding other than `chunked` (`NOT_IMPLEMENTED`), which the service does not decode.',
-  503: 'Shutting down, a dependency is unavailable, or too many writes at once (`SERVICE_UNAVAILABLE`); try again.',
+  503: 'Shutting down, a dependency is unavailable, too many writes or event streams at once (`SERVICE_UNAVAILABLE`); try again.',
   505: 'The request line names a major version of HTTP other than 1, or is the HTTP/2 preface while HTTP/2 is off (`HTTP_VERSION_NOT_SUPPORTED`); the connection closes.',
 } as const;
 export type DocumentedStatus = keyof typeof DESCRIPTIONS;
@@ -297,6 +297,28 @@ export function methodNotAllowed(method: string, allow: readonly string[]): ApiE
 /** A 503 for a request the shared store (Redis) could not serve: unreachable or too slow. */
 export function storeUnavailable(): ApiError {
   return apiError(503, 'The shared store is unavailable; try again shortly.', [], { 'retry-after': '1' });
+}
+
+/** A 406 for a request to the event stream whose Accept takes neither `text/event-stream`, `text/*` nor `*\/*`. */
+export function streamNotAcceptable(accept: string): ApiError {
+  return apiError(406, `This route answers text/event-stream only; Accept asks for ${accept}.`);
+}
+
+/** A 503 for an event stream asked for while `max` are open. */
+export function tooManyStreams(max: number): ApiError {
+  return apiError(
+    503,
+    `${max} event ${max === 1 ? 'stream is' : 'streams are'} open, the most this instance serves; try again shortly.`,
+    [],
+    {
+      'retry-after': '1',
+    },
+  );
+}
+
+/** A 503 for an event stream asked for while the service shuts down: it would be ended at once. */
+export function streamWhileShuttingDown(): ApiError {
+  return apiError(503, 'The service is shutting down; open the stream again shortly.', [], { 'retry-after': '1' });
 }
 
 /** The generic error a client gets for any failure of ours: nothing internal in it. */

@@ -45,6 +45,9 @@ async function serve(overrides: Partial<Config>): Promise<Server> {
   return { app, origin, port: (app.server.address() as AddressInfo).port, conformance: await conformanceOf(app) };
 }
 
+/** The query of an operation whose defaults take long (ten events a second apart) asking for a quick answer instead. */
+const QUICK: Readonly<Record<string, string>> = { getEvents: 'count=1&interval_ms=0' };
+
 function withQuery(path: string, ...parts: string[]): string {
   const query = parts.filter((part) => part !== '').join('&');
   return query === '' ? path : `${path}?${query}`;
@@ -54,19 +57,21 @@ describe('the OpenAPI document describes every answer of every operation', { tim
   let main: Server;
   let limited: Server;
   let unavailable: Server;
+  let oneStream: Server;
   let ops: Operation[];
   const covered = new Set<string>();
 
   before(async () => {
-    [main, limited, unavailable] = await Promise.all([
+    [main, limited, unavailable, oneStream] = await Promise.all([
       serve({ bodyLimit: 1024, headersTimeoutMs: 300, requestTimeoutMs: 600 }),
       serve({ rateLimitMax: 1 }),
       // Nothing listens on port 9 of the loopback: Redis is unreachable at once.
       serve({ redisUrl: 'redis://127.0.0.1:9', redisTimeoutMs: 200 }),
+      serve({ streamsMax: 1 }),
     ]);
     ops = documentedOperations(main.conformance.document, main.conformance.apiBase);
   });
-  after(() => Promise.all([main.app.close(), limited.app.close(), unavailable.app.close()]));
+  after(() => Promise.all([main.app.close(), limited.app.close(), unavailable.app.close(), oneStream.app.close()]));
 
   /** Sends a request as `operation`, checks the answer against the document, and records the pair. */
   async function expect(server: Server, op: Operation, request: TestRequest, status: number): Promise<TestResponse> {
@@ -89,7 +94,7 @@ describe('the OpenAPI document describes every answer of every operation', { tim
   function valid(op: Operation, extra: Partial<TestRequest> = {}, ...query: string[]): TestRequest {
     return {
       method: op.method,
-      path: withQuery(op.path, op.query, ...query),
+      path: withQuery(op.path, op.query, QUICK[op.id] ?? '', ...query),
       ...(op.body !== undefined && { body: op.body, headers: { 'content-type': op.media as string } }),
       ...extra,
       headers: {
@@ -104,7 +109,8 @@ describe('the OpenAPI document describes every answer of every operation', { tim
     for (const op of ops) {
       await expect(main, op, valid(op), 200);
       const unversioned = op.path.replace(`${apiBase}/v${API_VERSION}/`, `${apiBase}/`);
-      if (op.api) await expect(main, op, valid(op, { path: withQuery(unversioned, op.query) }), 200);
+      if (op.api)
+        await expect(main, op, valid(op, { path: withQuery(unversioned, op.query, QUICK[op.id] ?? '') }), 200);
     }
   });
 
@@ -181,6 +187,12 @@ describe('the OpenAPI document describes every answer of every operation', { tim
       422,
     );
     await expect(unavailable, op('getReadiness'), valid(op('getReadiness')), 503);
+    // The one stream oneStream serves, open while the next is asked for.
+    const open = new AbortController();
+    const stream = await fetch(`${oneStream.origin}${op('getEvents').path}?interval_ms=60000`, { signal: open.signal });
+    assert.equal(stream.status, 200);
+    await expect(oneStream, op('getEvents'), valid(op('getEvents')), 503);
+    open.abort();
   });
 
   it('has covered every (operation, status) pair the document lists', () => {

@@ -1,11 +1,13 @@
 import type { Static } from 'typebox';
 import type { CurrencyListQuery, CurrencyItem as CurrencySchema } from '../routes/currencies.js';
 import type { Echo as EchoSchema } from '../routes/echo.js';
+import type { EventsQuery as EventsQuerySchema, GreetingEvent } from '../routes/events.js';
 import type { Exchange as ExchangeSchema } from '../routes/exchange.js';
 import type { Health as HealthSchema, Readiness as ReadinessSchema } from '../routes/health.js';
 import type { Greeting as GreetingSchema, HelloMessage as HelloMessageSchema } from '../routes/hello.js';
 import type { FieldsBody as ProfileChangesSchema, ProfileSchema } from '../routes/profile.js';
 import type { SearchQuery as SearchQuerySchema, SearchResult as SearchResultSchema } from '../routes/search.js';
+import { serverSentEvents } from './event-stream.js';
 import { type ExactJson, type JsonInput, JsonNumber, parseExactJson, stringifyExactJson } from './exact-json.js';
 
 /**
@@ -27,6 +29,9 @@ export type Profile = Static<typeof ProfileSchema>;
 /** The fields a write sets: for `update` and `patch` those given, `null` included; for `replace` all, missing ones `null`. */
 export type ProfileChanges = Static<typeof ProfileChangesSchema>;
 export type Health = Static<typeof HealthSchema>;
+export type { GreetingEvent };
+/** The stream's query: `count` (1-1000, default 10), `interval_ms` (0-60000, default 1000), `name`. */
+export type EventsQuery = Static<typeof EventsQuerySchema>;
 export type Readiness = Static<typeof ReadinessSchema>;
 
 /** A conversion: `amount`, `rate` and `result` as exact decimal strings, never through a binary double. */
@@ -125,6 +130,17 @@ export interface CallOptions {
   headers?: Readonly<Record<string, string>>;
 }
 
+export interface EventsOptions extends CallOptions {
+  /** The id of the last event already received: the stream starts after it. Default 0, from the first. */
+  lastEventId?: number;
+  /**
+   * A stream that ends before its last event (the service shut down) or breaks is opened again with
+   * `Last-Event-ID`, after `delayMs` (default 1000), at most `attempts` times in a row without an
+   * event between (default 3); `false` for never.
+   */
+  reconnect?: { attempts?: number; delayMs?: number } | false;
+}
+
 export interface WriteOptions extends CallOptions {
   /** The write is made only if this names the profile's current version (`etag` of a read), else 412. */
   ifMatch?: string;
@@ -218,6 +234,9 @@ async function setTraceHeaders(headers: Headers, { traceparent, tracestate }: Ca
 const IDEMPOTENT = new Set(['GET', 'HEAD', 'PUT', 'DELETE', 'OPTIONS']);
 const RETRIED_STATUSES = new Set([429, 503]);
 const DEFAULT_RETRY: Required<RetryOptions> = { attempts: 3, maxDelayMs: 10_000, unsafeMethods: false };
+const DEFAULT_RECONNECT = { attempts: 3, delayMs: 1000 };
+/** The service's own default `count`, sent with every stream so that the client knows its last event. */
+const DEFAULT_EVENT_COUNT = 10;
 /** The fields of a currency and of an exchange whose numbers are exact decimals. */
 const CURRENCY_DECIMALS = ['rate'] as const;
 const EXCHANGE_DECIMALS = ['amount', 'rate', 'result'] as const;
@@ -296,8 +315,8 @@ export function createClient(options: ClientOptions) {
   const retry = options.retry === false ? { ...DEFAULT_RETRY, attempts: 1 } : { ...DEFAULT_RETRY, ...options.retry };
   const gzipFrom = options.gzipBodiesFrom;
 
-  /** Sends a request, retrying where that is safe; the answer's text, or the error it makes. */
-  async function call(request: Call): Promise<{ status: number; headers: Headers; text: string }> {
+  /** Sends a request, retrying where that is safe: the answer (2xx or 304), its body not read yet, or the error it makes. */
+  async function open(request: Call): Promise<{ response: Response; url: URL }> {
     const url = new URL(request.path.replace(/^\//, ''), base);
     for (const [name, value] of Object.entries(request.query ?? {})) {
       if (value !== undefined) url.searchParams.append(name, value);
@@ -333,17 +352,8 @@ export function createClient(options: ClientOptions) {
           cause: error,
         });
       }
-      let text: string;
-      try {
-        text = await response.text();
-      } catch (error) {
-        throw new NetworkError(`${request.method} ${url.pathname} answer cut short: ${(error as Error).message}`, {
-          cause: error,
-        });
-      }
-      if (response.ok || response.status === 304) {
-        return { status: response.status, headers: response.headers, text };
-      }
+      if (response.ok || response.status === 304) return { response, url };
+      const text = await textOf(request, url, response);
       const wait = retryAfterMs(response.headers.get('retry-after')) ?? 0;
       if (retried && RETRIED_STATUSES.has(response.status) && attempt < retry.attempts && wait <= retry.maxDelayMs) {
         await sleep(wait, request.signal);
@@ -351,6 +361,13 @@ export function createClient(options: ClientOptions) {
       }
       throw errorOf(response, text);
     }
+  }
+
+  /** Sends a request as `open` does: the answer's status, headers and text. */
+  async function call(request: Call): Promise<{ status: number; headers: Headers; text: string }> {
+    const { response, url } = await open(request);
+    const text = await textOf(request, url, response);
+    return { status: response.status, headers: response.headers, text };
   }
 
   const profile = {
@@ -487,6 +504,53 @@ export function createClient(options: ClientOptions) {
       return withDecimals(parseExactJson(text), EXCHANGE_DECIMALS);
     },
     currencies,
+    /**
+     * The stream of greetings, event by event as each comes; done after the last (`count`). A stream
+     * that ends early (the service shut down) or breaks is opened again after the last event received,
+     * with `Last-Event-ID`, as an EventSource does. Leaving the loop closes the stream.
+     */
+    async *events(query: EventsQuery = {}, eventsOptions: EventsOptions = {}): AsyncGenerator<GreetingEvent> {
+      const { lastEventId = 0, reconnect, ...callOptions } = eventsOptions;
+      const again = reconnect === false ? { attempts: 0, delayMs: 0 } : { ...DEFAULT_RECONNECT, ...reconnect };
+      const count = query.count ?? DEFAULT_EVENT_COUNT;
+      const params = {
+        count: String(count),
+        interval_ms: query.interval_ms === undefined ? undefined : String(query.interval_ms),
+        name: query.name,
+      };
+      let last = lastEventId;
+      let attemptsLeft = again.attempts;
+      // The service is asked even for what it will refuse (count 0): the refusal is its to make.
+      for (;;) {
+        const { response } = await open({
+          method: 'GET',
+          path: '/api/events',
+          query: params,
+          ...callOptions,
+          headers: { ...callOptions.headers, accept: 'text/event-stream', 'last-event-id': String(last) },
+        });
+        let failure: unknown;
+        try {
+          for await (const event of serverSentEvents(response.body ?? new ReadableStream())) {
+            if (event.event !== 'greeting') continue;
+            const greeting = JSON.parse(event.data) as GreetingEvent;
+            last = greeting.id;
+            attemptsLeft = again.attempts;
+            yield greeting;
+          }
+        } catch (error) {
+          if (callOptions.signal?.aborted) throw new NetworkError('The call was aborted.', { cause: error });
+          failure = error;
+        }
+        if (last >= count) return;
+        if (attemptsLeft <= 0) {
+          const why = failure === undefined ? 'ended' : `broke: ${(failure as Error).message}`;
+          throw new NetworkError(`GET /api/events ${why} after event ${last} of ${count}.`, { cause: failure });
+        }
+        attemptsLeft -= 1;
+        await sleep(again.delayMs, callOptions.signal);
+      }
+    },
     async health(callOptions: CallOptions = {}): Promise<Health> {
       return JSON.parse((await call({ method: 'GET', path: '/healthz', ...callOptions })).text);
     },
@@ -506,6 +570,17 @@ export function createClient(options: ClientOptions) {
 }
 
 export type Client = ReturnType<typeof createClient>;
+
+/** An answer's text; a body that breaks off is a NetworkError. */
+async function textOf(request: Call, url: URL, response: Response): Promise<string> {
+  try {
+    return await response.text();
+  } catch (error) {
+    throw new NetworkError(`${request.method} ${url.pathname} answer cut short: ${(error as Error).message}`, {
+      cause: error,
+    });
+  }
+}
 
 /** The error a non-2xx answer makes: the envelope's fields when it is one, `UNEXPECTED_RESPONSE` otherwise. */
 function errorOf(response: Response, text: string): ApiError {

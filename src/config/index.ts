@@ -5,12 +5,13 @@ import { PROTOCOLS } from './protocols.js';
 import { REDIS } from './redis.js';
 import { SERVICE } from './service.js';
 import { type Concern, ConfigError, type SettingValues, shown } from './setting.js';
+import { STREAMS } from './streams.js';
 import { TRACING } from './tracing.js';
 
 export { ConfigError } from './setting.js';
 
 /** The concerns, in the order `--help` and docs/configuration.md list their settings: a new one is one more entry. */
-export const CONCERNS = [SERVICE, CODINGS, PROTOCOLS, REDIS, TRACING, OPERATIONS] as const;
+export const CONCERNS = [SERVICE, CODINGS, PROTOCOLS, REDIS, TRACING, OPERATIONS, STREAMS] as const;
 
 /** The settings of every concern of a list, as one object's type. */
 type Merged<C> = C extends readonly [Concern<infer S>, ...infer Rest] ? S & Merged<Rest> : unknown;

@@ -71,8 +71,9 @@ export class AnswerAudit {
     if (id === undefined || id === '') note('request-id', 'no X-Request-Id');
 
     const type = value(headers, 'content-type');
-    // Every body is JSON but the metrics' text and the documentation page's HTML.
-    if (res.body.length > 0 && !/^\/(?:metrics|docs)(?:[/?]|$)/.test(path)) {
+    // Every body is JSON but the metrics' text, the documentation page's HTML and the event stream.
+    const stream = res.status === 200 && route(path) === '/api/events';
+    if (res.body.length > 0 && !stream && !/^\/(?:metrics|docs)(?:[/?]|$)/.test(path)) {
       if (type?.toLowerCase().replace(/\s*;\s*/g, '; ') !== 'application/json; charset=utf-8') {
         note('json', `Content-Type: ${type === undefined ? 'none' : JSON.stringify(type)}`);
       }

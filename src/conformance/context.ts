@@ -23,6 +23,7 @@ export const GROUPS = [
   'timeouts',
   'rate-limit',
   'http2',
+  'events',
 ] as const;
 
 export type Group = (typeof GROUPS)[number];

@@ -32,6 +32,8 @@ export interface Request {
    * own limit): its answer then lacks the RateLimit headers, which only the service can count.
    */
   refusableInFront?: boolean;
+  /** Told of each piece of the body as it arrives: a stream's events, to see when each came. */
+  onData?: (chunk: Buffer) => void;
 }
 
 export interface Response {
@@ -267,7 +269,7 @@ export class Http {
     return this.#transport.http2 ? this.#onceHttp2(request) : this.#onceHttp1(request);
   }
 
-  #onceHttp2({ method = 'GET', path, headers = {}, body, refusableInFront }: Request): Promise<Response> {
+  #onceHttp2({ method = 'GET', path, headers = {}, body, refusableInFront, onData }: Request): Promise<Response> {
     const sentAt = Date.now();
     const payload = typeof body === 'string' ? Buffer.from(body, 'utf8') : body;
     const fields: Record<string, string> = { ':method': method, ':path': this.prefix + path };
@@ -290,6 +292,7 @@ export class Http {
         received = rest as IncomingHttpHeaders;
       });
       stream.on('data', (chunk: Buffer) => {
+        onData?.(chunk);
         size += chunk.length;
         if (size > MAX_BODY) {
           stream.close(http2.NGHTTP2_CANCEL);
@@ -316,7 +319,7 @@ export class Http {
     });
   }
 
-  #onceHttp1({ method = 'GET', path, headers = {}, body, refusableInFront }: Request): Promise<Response> {
+  #onceHttp1({ method = 'GET', path, headers = {}, body, refusableInFront, onData }: Request): Promise<Response> {
     const sentAt = Date.now();
     const fullPath = this.prefix + path;
     const payload = typeof body === 'string' ? Buffer.from(body, 'utf8') : body;
@@ -342,6 +345,7 @@ export class Http {
           const chunks: Buffer[] = [];
           let size = 0;
           res.on('data', (chunk: Buffer) => {
+            onData?.(chunk);
             size += chunk.length;
             if (size > MAX_BODY) req.destroy(new Error(`answer larger than ${MAX_BODY} bytes`));
             else chunks.push(chunk);

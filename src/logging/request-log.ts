@@ -33,6 +33,9 @@ export type TraceIdsOf = (request: FastifyRequest) => TraceIds | null;
 /** The faults injected into a request, as its line names them (`delay,abort`: plain words), or null for none. */
 export type FaultsOf = (request: FastifyRequest) => string | null;
 
+/** The events a request's stream sent, or null for a request that is no stream. */
+export type EventsSentOf = (request: FastifyRequest) => number | null;
+
 /**
  * A request's logger: a pino child with the request's id, made only once something logs through
  * it. Most requests never do (their one line is `RequestLog`'s), and making a child for each
@@ -130,6 +133,7 @@ export class RequestLog extends LogController {
   #traceIdsOf: TraceIdsOf = () => null;
   /** Null unless faults are injected: then a line names them. */
   #faultsOf: FaultsOf | null = null;
+  #eventsSentOf: EventsSentOf = () => null;
   /** Whether lines name the request's version of HTTP: where HTTP/2 is served beside HTTP/1.1. */
   readonly #httpVersion: boolean;
 
@@ -156,6 +160,11 @@ export class RequestLog extends LogController {
     this.#faultsOf = find;
   }
 
+  /** Where a stream's line finds the events it sent (`events_sent`). */
+  eventsSentOf(find: EventsSentOf): void {
+    this.#eventsSentOf = find;
+  }
+
   #methodPiece(method: string): string {
     let piece = this.#methodPieces.get(method);
     if (piece === undefined) {
@@ -177,6 +186,12 @@ export class RequestLog extends LogController {
   // The completed line says all there is to say; a second line per request would double the volume.
   override incomingRequest(): void {}
 
+  // A stream whose client left before its end is a request like another: its one line says so.
+  override streamError(error: Error, request: FastifyRequest, reply: FastifyReply): void {
+    if ((error as NodeJS.ErrnoException).code !== 'ERR_STREAM_PREMATURE_CLOSE')
+      super.streamError(error, request, reply);
+  }
+
   override requestCompleted(error: Error | null | undefined, request: FastifyRequest, reply: FastifyReply): void {
     const route = request.is404 ? null : (request.routeOptions.url ?? null);
     const ms = reply.elapsedTime;
@@ -185,6 +200,7 @@ export class RequestLog extends LogController {
     const failure = request.failure ?? error;
     const trace = failure != null || this.#enabled ? this.#traceIdsOf(request) : null;
     const fault = this.#faultsOf === null ? null : this.#faultsOf(request);
+    const eventsSent = this.#eventsSentOf(request);
     // "1.1" or "2.0", as Node's parser read it.
     const version = this.#httpVersion ? request.raw.httpVersion : undefined;
     if (failure != null) {
@@ -197,6 +213,7 @@ export class RequestLog extends LogController {
         route,
         status: reply.statusCode,
         ...(fault !== null && { fault }),
+        ...(eventsSent !== null && { events_sent: eventsSent }),
       };
       request.log.error({ ...line, duration_ms: durationMs, err: failure }, 'request failed');
     } else if (this.#enabled) {
@@ -207,6 +224,7 @@ export class RequestLog extends LogController {
           // As sent: /api/v1/hello, not the /api/hello it was routed as.
           `${version === undefined ? '' : `,"http_version":"${version}"`}${this.#routePiece(route)}` +
           `${reply.statusCode}${fault === null ? '' : `,"fault":"${fault}"`}` +
+          `${eventsSent === null ? '' : `,"events_sent":${eventsSent}`}` +
           `,"duration_ms":${durationMs},"msg":"request completed"}\n`,
       );
     }

@@ -3,6 +3,7 @@ import fp from 'fastify-plugin';
 import { Counter, collectDefaultMetrics, Gauge, Registry } from 'prom-client';
 import { type HistogramSeries, SeriesHistogram } from '../lib/histogram.js';
 import type { RequestLog } from '../logging/request-log.js';
+import type { EventStreams } from '../services/event-streams.js';
 import type { CheckResults, Readiness } from '../services/readiness.js';
 import type { StoreKind } from '../stores/stores.js';
 
@@ -49,6 +50,7 @@ export interface MetricsOptions {
   readiness: Readiness;
   /** Which store the service keeps its state in: the `store` label of `store_up`. */
   store: StoreKind;
+  eventStreams: EventStreams;
 }
 
 /**
@@ -60,7 +62,7 @@ export interface MetricsOptions {
  * store's state are asked when `/metrics` is read, as `/readyz` asks them.
  */
 export const metricsPlugin = fp(
-  async (app: FastifyInstance, { requestLog, droppedLogLines, readiness, store }: MetricsOptions) => {
+  async (app: FastifyInstance, { requestLog, droppedLogLines, readiness, store, eventStreams }: MetricsOptions) => {
     const registry = new Registry();
     // One check of readiness per scrape, whichever gauge asks first: the store is asked once.
     let asking: Promise<CheckResults> | null = null;
@@ -86,6 +88,23 @@ export const metricsPlugin = fp(
       registers: [registry],
       async collect() {
         this.set({ store }, (await checks()).store.state === 'failed' ? 0 : 1);
+      },
+    });
+    new Gauge({
+      name: 'event_streams_open',
+      help: 'Event streams (GET /api/events) open now.',
+      registers: [registry],
+      collect() {
+        this.set(eventStreams.open);
+      },
+    });
+    new Counter({
+      name: 'events_sent_total',
+      help: 'Events sent on every event stream.',
+      registers: [registry],
+      collect() {
+        this.reset();
+        this.inc(eventStreams.eventsSent);
       },
     });
     new Counter({

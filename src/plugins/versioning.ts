@@ -2,6 +2,7 @@ import type { IncomingMessage } from 'node:http';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
 import { type ApiError, apiError, GIVEN_ONCE, validationError } from '../errors.js';
+import { acceptedRanges } from '../lib/accept.js';
 import { type ApiPathTest, apiBase } from '../lib/api-path.js';
 import { API_VERSION } from '../version.js';
 
@@ -26,22 +27,6 @@ export function versionedUrlRewriter(contextPath: string): (request: IncomingMes
     const rest = url.slice(versioned.length);
     return rest === '' || rest.startsWith('/') || rest.startsWith('?') ? base + rest : url;
   };
-}
-
-/**
- * The media ranges of an Accept header that a client accepts (q above 0), in lower case and
- * without parameters.
- */
-function acceptedRanges(accept: string): string[] {
-  return accept
-    .split(',')
-    .map((part) => {
-      const [range = '', ...parameters] = part.split(';');
-      const q = parameters.map((p) => /^\s*q\s*=\s*([0-9.]+)\s*$/i.exec(p)?.[1]).find((v) => v !== undefined);
-      return { range: range.trim().toLowerCase(), q: q === undefined ? 1 : Number(q) };
-    })
-    .filter(({ range, q }) => range !== '' && q > 0)
-    .map(({ range }) => range);
 }
 
 /**

@@ -427,6 +427,7 @@ const METHODS: Record<string, string> = {
   getCurrency: 'currencies.get',
   getHealth: 'health',
   getReadiness: 'readiness',
+  getEvents: 'events',
 };
 /** Operations that are not the JSON API: the document itself, and Prometheus's text. */
 const NOT_IN_THE_CLIENT = ['getOpenApi', 'getMetrics'];

@@ -14,9 +14,9 @@ import {
 import { checkTimeZone } from '../../src/config/service.js';
 
 /** A configuration without its OTEL_ settings, which have tests of their own below. */
-/** The settings but tracing's, fault injection's and the operator's, each tested on its own below. */
+/** The settings but tracing's, fault injection's, the operator's and the streams', each tested on its own. */
 const withoutTracing = (config: Config) =>
-  Object.fromEntries(Object.entries(config).filter(([key]) => !/^(otel|fault|admin)/.test(key)));
+  Object.fromEntries(Object.entries(config).filter(([key]) => !/^(otel|fault|admin|streams)/.test(key)));
 
 const PERCENT_ENCODED =
   "its user name and password must be percent-encoded: any character but letters, digits and -._~!$&'()*+,;= as %XX (%40 for @, %25 for %, %20 for a space)";

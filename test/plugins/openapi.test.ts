@@ -23,6 +23,7 @@ const OPERATIONS = [
   ['get', '/api/v1/hello', 'getHello', [], 'HelloMessage'],
   ['get', '/api/v1/hello/{name}', 'getGreeting', [], 'Greeting'],
   ['get', '/api/v1/search', 'search', [], 'SearchResult'],
+  ['get', '/api/v1/events', 'getEvents', [503], undefined],
   ['post', '/api/v1/echo', 'echo', [413, 415], 'Echo'],
   ['get', '/api/v1/profile', 'getProfile', [304, 412, 503], 'Profile'],
   ['post', '/api/v1/profile', 'updateProfile', [412, 413, 415, 503], 'Profile'],
@@ -167,7 +168,10 @@ describe('GET /openapi.json', () => {
           ...(socket ? [] : ['Content-Encoding']),
           ...(routed ? ['API-Version', ...limits] : []),
           ...(status === '405' ? ['Allow'] : []),
-          ...(status === '429' || (status === '503' && path === '/api/v1/profile') ? ['Retry-After'] : []),
+          ...(status === '429' || (status === '503' && ['/api/v1/profile', '/api/v1/events'].includes(path))
+            ? ['Retry-After']
+            : []),
+          ...(path === '/api/v1/events' && status === '200' ? ['X-Accel-Buffering'] : []),
           ...(path === '/api/v1/profile' && ['200', '304'].includes(status) ? ['ETag'] : []),
         ];
         assert.deepEqual(Object.keys(headers).sort(), expected.sort(), where);
@@ -347,7 +351,12 @@ describe('GET /openapi.json', () => {
   it('names every success body, referenced where used', () => {
     for (const [method, path, , , schema] of OPERATIONS) {
       const response = doc.paths[path][method].responses['200'];
-      const type = path === '/metrics' ? 'text/plain; version=0.0.4; charset=utf-8' : 'application/json';
+      const type =
+        path === '/metrics'
+          ? 'text/plain; version=0.0.4; charset=utf-8'
+          : path === '/api/v1/events'
+            ? 'text/event-stream'
+            : 'application/json';
       const content = response.content[type].schema;
       assert.ok(content, `${method} ${path}`);
       if (schema !== undefined) assert.equal(content.$ref, `#/components/schemas/${schema}`, `${method} ${path}`);

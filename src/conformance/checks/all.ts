@@ -3,6 +3,7 @@ import { codingChecks } from './codings.js';
 import { currencyChecks } from './currencies.js';
 import { echoChecks } from './echo.js';
 import { errorChecks, httpChecks, requestIdChecks } from './errors.js';
+import { eventChecks } from './events.js';
 import { everyAnswerChecks } from './every-answer.js';
 import { exchangeChecks } from './exchange.js';
 import { corsChecks, securityChecks } from './headers.js';
@@ -23,6 +24,7 @@ export const ALL_CHECKS: readonly Check[] = [
   ...helloChecks,
   ...searchChecks,
   ...echoChecks,
+  ...eventChecks,
   ...errorChecks,
   ...requestIdChecks,
   ...traceContextChecks,
