@@ -188,6 +188,10 @@ for (const { context, env } of DEPLOYMENTS) {
         by.listCurrencies.pagination.per_page,
       );
       assert.match(by.getMetrics, /^# HELP /m);
+      assert.deepEqual(
+        by.getEvents.map(({ id, greeting }: { id: number; greeting: string }) => ({ id, greeting })),
+        [1, 2].map((id) => ({ id, greeting: 'Hello, Ada!' })),
+      );
       t.diagnostic(`${generated}: ${answers.length} read operations called, each answered 200`);
     }
 

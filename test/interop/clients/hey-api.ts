@@ -1,6 +1,7 @@
 import {
   exchange,
   getCurrency,
+  getEvents,
   getGreeting,
   getHealth,
   getHello,
@@ -30,5 +31,19 @@ await report({
   getHealth: () => answer(getHealth()),
   getReadiness: () => answer(getReadiness()),
   getOpenApi: () => answer(getOpenApi()),
+  // The generator reads text/event-stream as a stream of the events' data, parsed.
+  getEvents: async () => {
+    let failure: unknown;
+    const { stream } = await getEvents({
+      query: { count: 2, interval_ms: 0, name: 'Ada' },
+      sseMaxRetryAttempts: 0,
+      onSseError: (error) => {
+        failure = error;
+      },
+    });
+    const data: unknown[] = [];
+    for await (const event of stream) data.push(event);
+    return failure === undefined ? { status: 200, data } : { status: 0, data: String(failure) };
+  },
   getMetrics: () => answer(getMetrics()),
 });

@@ -1,6 +1,7 @@
 import {
   exchange,
   getCurrency,
+  getEvents,
   getGreeting,
   getHealth,
   getHello,
@@ -25,5 +26,10 @@ await report({
   getHealth: () => getHealth(),
   getReadiness: () => getReadiness(),
   getOpenApi: () => getOpenApi(),
+  // The generator reads text/event-stream whole, as text: the events' data lines, parsed.
+  getEvents: async () => {
+    const { status, data } = await getEvents({ count: 2, interval_ms: 0, name: 'Ada' });
+    return { status, data: [...String(data).matchAll(/^data: (.*)$/gm)].map(([, json]) => JSON.parse(json as string)) };
+  },
   getMetrics: () => getMetrics(),
 });
