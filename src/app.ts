@@ -10,6 +10,7 @@ import type { ApiError } from './errors.js';
 import { ServerCertificate } from './http/certificates.js';
 import { serveInTurn } from './http/pipelining.js';
 import { SocketAnswers } from './http/socket-answers.js';
+import { WebSocketEcho } from './http/websockets.js';
 import { apiPathTest } from './lib/api-path.js';
 import { CODINGS } from './lib/content-coding.js';
 import { SchemaCode } from './lib/schema-code.js';
@@ -30,6 +31,7 @@ import { adminRoutes } from './routes/admin.js';
 import { currencyRoutes } from './routes/currencies.js';
 import { docsRoutes } from './routes/docs.js';
 import { echoRoutes } from './routes/echo.js';
+import { echoWebSocketRoutes } from './routes/echo-websocket.js';
 import { eventsRoutes } from './routes/events.js';
 import { exchangeRoutes } from './routes/exchange.js';
 import { healthRoutes } from './routes/health.js';
@@ -232,6 +234,23 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
       shutdownTimeoutMs: config.shutdownTimeoutMs,
     });
   }
+  const echo = new WebSocketEcho(
+    {
+      maxConnections: config.wsMaxConnections,
+      maxMessageBytes: config.wsMaxMessageBytes,
+      maxBufferedBytes: config.wsMaxBufferedBytes,
+      pingIntervalMs: config.wsPingIntervalMs,
+      permessageDeflate: config.wsPermessageDeflate,
+    },
+    app.log,
+    requestLog,
+  );
+  if (config.metricsEnabled) echo.registerMetrics(app.metricsRegistry);
+  // Half the shutdown's time for clients to answer the close, so that the process still exits 0.
+  app.addHook('preClose', (done) => {
+    echo.close(config.shutdownTimeoutMs / 2);
+    done();
+  });
 
   // Each route's schema says what that route itself answers; the answers and headers common to
   // every route (errors, versioning, rate limiting) are added to the document in plugins/openapi.ts.
@@ -241,6 +260,10 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
       await service.register(helloRoutes);
       await service.register(searchRoutes);
       await service.register(echoRoutes);
+      await service.register(echoWebSocketRoutes, {
+        echo,
+        originAllowed: (origin) => headers.allowsOrigin(origin),
+      });
       await service.register(eventsRoutes, {
         streams: eventStreams,
         requestLog,
