@@ -246,11 +246,14 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
     requestLog,
   );
   if (config.metricsEnabled) echo.registerMetrics(app.metricsRegistry);
-  // Half the shutdown's time for clients to answer the close, so that the process still exits 0.
+  // Half the shutdown's time for clients to answer the close, so that the process still exits 0;
+  // the app is closed once every connection has ended and been logged.
+  let echoEnded: Promise<void> = Promise.resolve();
   app.addHook('preClose', (done) => {
-    echo.close(config.shutdownTimeoutMs / 2);
+    echoEnded = echo.close(config.shutdownTimeoutMs / 2);
     done();
   });
+  app.addHook('onClose', () => echoEnded);
 
   // Each route's schema says what that route itself answers; the answers and headers common to
   // every route (errors, versioning, rate limiting) are added to the document in plugins/openapi.ts.

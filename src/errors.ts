@@ -320,7 +320,9 @@ export function upgradeRequired(http2: boolean): ApiError {
         [],
         {
           upgrade: 'websocket',
-          connection: 'Upgrade',
+          // Upgrade is named in Connection (RFC 9110, 7.8); with close, as the field alone would keep
+          // alive a connection its client asked to close.
+          connection: 'Upgrade, close',
         },
       );
 }

@@ -61,6 +61,8 @@ export class WebSocketEcho {
   #head: readonly string[] = [];
   #refusal: string | null = null;
   #draining = false;
+  /** Called once the last connection has ended, while draining. */
+  #allEnded: (() => void) | null = null;
   /** Messages each way since start, for `/metrics`. */
   #received = 0;
   #sent = 0;
@@ -171,6 +173,7 @@ export class WebSocketEcho {
     ws.on('close', (code: number) => {
       this.#open.delete(connection);
       socket.off('drain', release);
+      if (this.#open.size === 0) this.#allEnded?.();
       this.#log.info(
         {
           request_id: connection.id,
@@ -225,15 +228,22 @@ export class WebSocketEcho {
 
   /**
    * Shutdown: no new WebSocket, and each open one closed with 1001; those whose clients have not
-   * answered the close within `graceMs` are ended.
+   * answered the close within `graceMs` are ended. Settles once every connection has ended and
+   * been logged.
    */
-  close(graceMs: number): void {
+  close(graceMs: number): Promise<void> {
     this.#draining = true;
     clearInterval(this.#pinger);
+    if (this.#open.size === 0) return Promise.resolve();
     for (const { ws } of this.#open) ws.close(1001, 'The service is shutting down.');
-    if (this.#open.size === 0) return;
-    setTimeout(() => {
+    const timer = setTimeout(() => {
       for (const { ws } of this.#open) ws.terminate();
     }, graceMs).unref();
+    return new Promise((resolve) => {
+      this.#allEnded = () => {
+        clearTimeout(timer);
+        resolve();
+      };
+    });
   }
 }

@@ -107,7 +107,12 @@ export const echoWebSocketRoutes: FastifyPluginAsyncTypebox<EchoWebSocketOptions
           }),
           ...errorResponses(403),
           426: errorResponse(426, {
-            Upgrade: { type: 'string', const: 'websocket', description: 'Over HTTP/1.1: the protocol to ask for.' },
+            Upgrade: {
+              type: 'string',
+              const: 'websocket',
+              description: 'Over HTTP/1.1: the protocol to ask for.',
+              required: false,
+            },
           }),
           503: errorResponse(503, RETRY_AFTER_HEADER),
         },
