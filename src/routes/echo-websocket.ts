@@ -95,7 +95,11 @@ export const echoWebSocketRoutes: FastifyPluginAsyncTypebox<EchoWebSocketOptions
             headers: {
               Upgrade: { type: 'string', const: 'websocket' },
               Connection: { type: 'string', const: 'Upgrade' },
-              'Sec-WebSocket-Accept': { type: 'string', description: 'The key’s answer (RFC 6455, 4.2.2).' },
+              'Sec-WebSocket-Accept': {
+                type: 'string',
+                description: 'The key’s answer (RFC 6455, 4.2.2).',
+                examples: ['s3pPLMBiTxaQ9kYGzzhZRbK+xOo='],
+              },
             },
           },
           400: errorResponse(400, {
