@@ -28,6 +28,7 @@ import { tracingPlugin } from './plugins/tracing.js';
 import { validationPlugin, validatorCompiler } from './plugins/validation.js';
 import { versionedUrlRewriter, versioningPlugin } from './plugins/versioning.js';
 import { adminRoutes } from './routes/admin.js';
+import { asyncapiRoute } from './routes/asyncapi.js';
 import { currencyRoutes } from './routes/currencies.js';
 import { docsRoutes } from './routes/docs.js';
 import { echoRoutes } from './routes/echo.js';
@@ -280,6 +281,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
         await service.register(adminRoutes, { tokenFile: config.adminTokenFile, readiness });
       }
       await service.register(openapiRoute);
+      await service.register(asyncapiRoute, { contextPath: config.contextPath });
       await service.register(docsRoutes, { contextPath: config.contextPath, errors: errorsPlugin });
       if (config.metricsEnabled) await service.register(metricsRoute);
     },

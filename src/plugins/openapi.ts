@@ -504,7 +504,8 @@ function swaggerOptions(options: OpenapiOptions): SwaggerOptions {
       info: {
         title: 'Greeting and Echo Service',
         version: VERSION,
-        description: DESCRIPTION,
+        // The WebSocket's messages are for AsyncAPI to describe: linked, so that the page leads to them.
+        description: `${DESCRIPTION}\n\nThe WebSocket echo's messages are described by the [AsyncAPI 3.0 document](${options.contextPath === '/' ? '' : options.contextPath}/asyncapi.json).`,
         contact: { name: 'Greeting and Echo Service maintainers' },
         license: { name: LICENSE, identifier: LICENSE },
       },

@@ -1,6 +1,5 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { FastifyRequest } from 'fastify';
-import { Type } from 'typebox';
 import {
   type ApiError,
   type ErrorDetail,
@@ -14,6 +13,7 @@ import {
   WEBSOCKET_VERSION,
 } from '../errors.js';
 import type { WebSocketEcho } from '../http/websockets.js';
+import { ECHO_WEBSOCKET_PATH, HandshakeHeaders } from '../schemas.js';
 
 /** RFC 6455 (4.1): the key is 16 random bytes in base64. */
 const KEY = /^[+/0-9A-Za-z]{22}==$/;
@@ -22,19 +22,6 @@ const KEY = /^[+/0-9A-Za-z]{22}==$/;
 function listHas(field: string | undefined, token: string): boolean {
   return field?.split(',').some((member) => member.trim().toLowerCase() === token) === true;
 }
-
-/** The handshake's headers, documented; never refused by the schema, which would not say 426 where it is due. */
-const HandshakeHeaders = Type.Object({
-  upgrade: Type.Optional(Type.String({ description: 'Must name `websocket`.', examples: ['websocket'] })),
-  connection: Type.Optional(Type.String({ description: 'Must name `Upgrade`.', examples: ['Upgrade'] })),
-  'sec-websocket-key': Type.Optional(
-    Type.String({ description: '16 random bytes in base64 (RFC 6455, 4.1).', examples: ['dGhlIHNhbXBsZSBub25jZQ=='] }),
-  ),
-  'sec-websocket-version': Type.Optional(Type.String({ description: 'Must be `13`.', examples: ['13'] })),
-  origin: Type.Optional(
-    Type.String({ description: 'Sent by browsers: must be an origin `CORS_ORIGINS` allows. Absent: allowed.' }),
-  ),
-});
 
 export interface EchoWebSocketOptions {
   echo: WebSocketEcho;
@@ -74,7 +61,7 @@ export const echoWebSocketRoutes: FastifyPluginAsyncTypebox<EchoWebSocketOptions
   { echo, originAllowed },
 ) => {
   app.get(
-    '/api/echo/websocket',
+    ECHO_WEBSOCKET_PATH,
     {
       schema: {
         operationId: 'echoWebSocket',

@@ -36,6 +36,7 @@ const OPERATIONS = [
   ['get', '/healthz', 'getHealth', [], 'Health'],
   ['get', '/readyz', 'getReadiness', [503], 'Readiness'],
   ['get', '/openapi.json', 'getOpenApi', [], undefined],
+  ['get', '/asyncapi.json', 'getAsyncApi', [], undefined],
   ['get', '/metrics', 'getMetrics', [], undefined],
 ] as const;
 
