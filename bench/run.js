@@ -14,7 +14,8 @@
  *   npm run bench -- --faults                       # adds the service with fault injection on, no fault asked for
  *   npm run bench -- --http2                        # the service and bare Node over h2c, h2 (TLS) and HTTPS/1.1
  *   npm run bench -- --h2-streams 20                # with --http2: each h2load client's concurrent streams (10)
- *   npm run bench -- --streams                      # instead: the event stream against bare node:http (bench/streams.js)
+ *   npm run bench -- --streams                      # instead: the event stream against bare node:http (bench/streams.js),
+ *                                                   # and the WebSocket echo against a bare ws server (bench/websocket.js)
  *   npm run bench -- --starts 15                    # start-up time: the median of 15 starts of each server (7 by default)
  *   npm run bench -- --encodings --starts 0 --total 0  # the OpenAPI document and a 64 KiB echo, plain and in each
  *                                                      # coding, against node:http + node:zlib at the same level
@@ -37,6 +38,7 @@ import { codedEndpoints, ENDPOINTS } from './endpoints.js';
 import { loadGenerator, runH2load } from './load.js';
 import { routeOf } from './servers/answer-request.js';
 import { eventStreamsBench } from './streams.js';
+import { websocketEcho, websocketMarkdown } from './websocket.js';
 
 const { values: options } = parseArgs({
   options: {
@@ -668,8 +670,23 @@ function toMarkdown(report) {
 /** With --streams: the long-lived answers alone, against their bare baselines. */
 async function streamsMain() {
   const { figures, markdown } = await eventStreamsBench({ root, freePort, rounds: ROUNDS });
-  const text = [`Machine: ${cpus().length} × ${cpus()[0].model}, Node ${process.version}.`, '', ...markdown].join('\n');
-  writeFileSync(join(resultsDir, 'streams.json'), `${JSON.stringify({ events: figures }, null, 2)}\n`);
+  const service = await start(serviceServer('service', 'service', root));
+  const bare = await start({ key: 'ws', label: 'bare ws', cwd: root, script: 'bench/servers/ws-echo.js', env: {} });
+  let websocket;
+  try {
+    websocket = await websocketEcho(service, bare, { rounds: ROUNDS, seconds: DURATION_S });
+  } finally {
+    service.child.kill('SIGTERM');
+    bare.child.kill('SIGTERM');
+  }
+  const text = [
+    `Machine: ${cpus().length} × ${cpus()[0].model}, Node ${process.version}.`,
+    '',
+    ...markdown,
+    ...websocketMarkdown(websocket),
+    '',
+  ].join('\n');
+  writeFileSync(join(resultsDir, 'streams.json'), `${JSON.stringify({ events: figures, websocket }, null, 2)}\n`);
   writeFileSync(join(resultsDir, 'streams.md'), text);
   process.stdout.write(text);
 }

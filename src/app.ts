@@ -10,6 +10,7 @@ import type { ApiError } from './errors.js';
 import { ServerCertificate } from './http/certificates.js';
 import { serveInTurn } from './http/pipelining.js';
 import { SocketAnswers } from './http/socket-answers.js';
+import { WebSocketEcho } from './http/websockets.js';
 import { apiPathTest } from './lib/api-path.js';
 import { CODINGS } from './lib/content-coding.js';
 import { SchemaCode } from './lib/schema-code.js';
@@ -27,9 +28,11 @@ import { tracingPlugin } from './plugins/tracing.js';
 import { validationPlugin, validatorCompiler } from './plugins/validation.js';
 import { versionedUrlRewriter, versioningPlugin } from './plugins/versioning.js';
 import { adminRoutes } from './routes/admin.js';
+import { asyncapiRoute } from './routes/asyncapi.js';
 import { currencyRoutes } from './routes/currencies.js';
 import { docsRoutes } from './routes/docs.js';
 import { echoRoutes } from './routes/echo.js';
+import { echoWebSocketRoutes } from './routes/echo-websocket.js';
 import { eventsRoutes } from './routes/events.js';
 import { exchangeRoutes } from './routes/exchange.js';
 import { healthRoutes } from './routes/health.js';
@@ -232,6 +235,26 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
       shutdownTimeoutMs: config.shutdownTimeoutMs,
     });
   }
+  const echo = new WebSocketEcho(
+    {
+      maxConnections: config.wsMaxConnections,
+      maxMessageBytes: config.wsMaxMessageBytes,
+      maxBufferedBytes: config.wsMaxBufferedBytes,
+      pingIntervalMs: config.wsPingIntervalMs,
+      permessageDeflate: config.wsPermessageDeflate,
+    },
+    app.log,
+    requestLog,
+  );
+  if (config.metricsEnabled) echo.registerMetrics(app.metricsRegistry);
+  // Half the shutdown's time for clients to answer the close, so that the process still exits 0;
+  // the app is closed once every connection has ended and been logged.
+  let echoEnded: Promise<void> = Promise.resolve();
+  app.addHook('preClose', (done) => {
+    echoEnded = echo.close(config.shutdownTimeoutMs / 2);
+    done();
+  });
+  app.addHook('onClose', () => echoEnded);
 
   // Each route's schema says what that route itself answers; the answers and headers common to
   // every route (errors, versioning, rate limiting) are added to the document in plugins/openapi.ts.
@@ -241,6 +264,10 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
       await service.register(helloRoutes);
       await service.register(searchRoutes);
       await service.register(echoRoutes);
+      await service.register(echoWebSocketRoutes, {
+        echo,
+        originAllowed: (origin) => headers.allowsOrigin(origin),
+      });
       await service.register(eventsRoutes, {
         streams: eventStreams,
         requestLog,
@@ -254,6 +281,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
         await service.register(adminRoutes, { tokenFile: config.adminTokenFile, readiness });
       }
       await service.register(openapiRoute);
+      await service.register(asyncapiRoute, { contextPath: config.contextPath });
       await service.register(docsRoutes, { contextPath: config.contextPath, errors: errorsPlugin });
       if (config.metricsEnabled) await service.register(metricsRoute);
     },

@@ -23,6 +23,7 @@ export const ERROR_CODES = {
   MALFORMED_JSON: 400,
   BAD_REQUEST: 400,
   UNAUTHORIZED: 401,
+  FORBIDDEN: 403,
   NOT_FOUND: 404,
   METHOD_NOT_ALLOWED: 405,
   NOT_ACCEPTABLE: 406,
@@ -33,6 +34,7 @@ export const ERROR_CODES = {
   RANGE_NOT_SATISFIABLE: 416,
   EXPECTATION_FAILED: 417,
   UNSUPPORTED_CURRENCY: 422,
+  UPGRADE_REQUIRED: 426,
   RATE_LIMIT_EXCEEDED: 429,
   REQUEST_HEADER_FIELDS_TOO_LARGE: 431,
   INTERNAL_ERROR: 500,
@@ -81,6 +83,7 @@ export type ErrorEnvelope = Static<typeof ErrorEnvelope>;
 const DESCRIPTIONS = {
   400: 'Validation failed (`VALIDATION_ERROR`, one detail per invalid field, `version`, `path`, `Host` and a repeated `Content-Type` included, and `body` when it is not valid data of its content coding), the body is not JSON (`MALFORMED_JSON`), or the request is not valid HTTP/1.x (`BAD_REQUEST`, answered before routing, then the connection closes).',
   401: 'No valid bearer token (`UNAUTHORIZED`); `WWW-Authenticate: Bearer` says how to authenticate.',
+  403: 'A WebSocket handshake from an `Origin` that `CORS_ORIGINS` does not allow (`FORBIDDEN`).',
   404: 'No such route or resource (`NOT_FOUND`).',
   405: 'The path exists with other methods (`METHOD_NOT_ALLOWED`); `Allow` lists them.',
   406: 'Accept asks only for API versions that do not exist, or, to the event stream, takes neither `text/event-stream`, `text/*` nor `*/*` (`NOT_ACCEPTABLE`).',
@@ -90,6 +93,7 @@ const DESCRIPTIONS = {
   415: 'The body is not `application/json` or `application/*+json` in UTF-8, or comes in a content coding the service does not decode (`UNSUPPORTED_MEDIA_TYPE`; `Accept-Encoding` then lists those it does).',
   417: 'Expect asks for anything but `100-continue` (`EXPECTATION_FAILED`).',
   422: 'A well-formed currency code that is not in the table (`UNSUPPORTED_CURRENCY`, one detail per such code).',
+  426: 'A WebSocket route asked without `Upgrade: websocket` and `Connection: Upgrade` over HTTP/1.1 (`UPGRADE_REQUIRED`); `Upgrade: websocket` names the protocol to ask for.',
   429: 'Too many requests from this client in the current window (`RATE_LIMIT_EXCEEDED`); `Retry-After` says when to try again.',
   431: 'The request’s headers are larger than the server’s limit (`REQUEST_HEADER_FIELDS_TOO_LARGE`); the connection closes.',
   500: 'Unexpected failure (`INTERNAL_ERROR`); the message is generic and `details` empty.',
@@ -292,6 +296,63 @@ export function rateLimitExceeded(max: number, retryAfterSeconds: number): ApiEr
 export function methodNotAllowed(method: string, allow: readonly string[]): ApiError {
   const list = allow.join(', ');
   return apiError(405, `${method} is not allowed here; allowed: ${list}.`, [], { allow: list });
+}
+
+/** The protocol version a WebSocket handshake must name (RFC 6455, 4.2.1). */
+export const WEBSOCKET_VERSION = '13';
+
+/**
+ * A 426 for a request to a WebSocket route that does not ask to switch to it (RFC 9110, 15.5.22):
+ * over HTTP/1.1 with `Upgrade: websocket`; over HTTP/2, which forbids the field, the message says
+ * to use HTTP/1.1.
+ */
+export function upgradeRequired(http2: boolean): ApiError {
+  return http2
+    ? new ApiError(
+        426,
+        'UPGRADE_REQUIRED',
+        'A WebSocket is opened over HTTP/1.1 here: Upgrade: websocket is not available over HTTP/2.',
+      )
+    : new ApiError(
+        426,
+        'UPGRADE_REQUIRED',
+        'This is a WebSocket: ask with Upgrade: websocket and Connection: Upgrade.',
+        [],
+        {
+          upgrade: 'websocket',
+          // Upgrade is named in Connection (RFC 9110, 7.8); with close, as the field alone would keep
+          // alive a connection its client asked to close.
+          connection: 'Upgrade, close',
+        },
+      );
+}
+
+/** A 400 for a WebSocket handshake's bad headers; a bad version is told the one the service speaks (RFC 6455, 4.2.2). */
+export function handshakeError(details: ErrorDetail[]): ApiError {
+  const version = details.some(({ field }) => field === 'Sec-WebSocket-Version');
+  return new ApiError(
+    400,
+    VALIDATION_ERROR,
+    'The WebSocket handshake is not valid.',
+    details,
+    version ? { 'sec-websocket-version': WEBSOCKET_VERSION } : {},
+  );
+}
+
+/** A 403 for a WebSocket handshake from a page whose origin CORS_ORIGINS does not allow. */
+export function originForbidden(origin: string): ApiError {
+  return new ApiError(403, 'FORBIDDEN', `Origin ${origin} may not open a WebSocket here.`, [
+    { field: 'Origin', message: 'is not allowed', value: origin },
+  ]);
+}
+
+/** A 503 for a handshake while the service already holds as many WebSockets as it may, or is shutting down. */
+export function noWebSocketSlot(why: { max: number } | 'draining'): ApiError {
+  const message =
+    why === 'draining'
+      ? 'The service is shutting down; open the WebSocket again shortly.'
+      : `${why.max} WebSockets are open, the most this service holds; try again shortly.`;
+  return apiError(503, message, [], { 'retry-after': '1' });
 }
 
 /** A 503 for a request the shared store (Redis) could not serve: unreachable or too slow. */

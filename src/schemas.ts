@@ -284,3 +284,22 @@ export const OPERATOR_SECURITY_SCHEME = {
   description:
     'The operator’s token, the content of the file `ADMIN_TOKEN_FILE` names: `Authorization: Bearer <token>`.',
 } as const;
+
+/** Where the WebSocket echo is, under the context path; `/api/v1/echo/websocket` is its canonical path. */
+export const ECHO_WEBSOCKET_PATH = '/api/echo/websocket';
+
+/**
+ * The handshake's headers, documented (here and in the AsyncAPI document); never refused by the
+ * schema, which would not say 426 where it is due.
+ */
+export const HandshakeHeaders = Type.Object({
+  upgrade: Type.Optional(Type.String({ description: 'Must name `websocket`.', examples: ['websocket'] })),
+  connection: Type.Optional(Type.String({ description: 'Must name `Upgrade`.', examples: ['Upgrade'] })),
+  'sec-websocket-key': Type.Optional(
+    Type.String({ description: '16 random bytes in base64 (RFC 6455, 4.1).', examples: ['dGhlIHNhbXBsZSBub25jZQ=='] }),
+  ),
+  'sec-websocket-version': Type.Optional(Type.String({ description: 'Must be `13`.', examples: ['13'] })),
+  origin: Type.Optional(
+    Type.String({ description: 'Sent by browsers: must be an origin `CORS_ORIGINS` allows. Absent: allowed.' }),
+  ),
+});

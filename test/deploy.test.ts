@@ -179,4 +179,18 @@ describe('deploy/nginx.conf', () => {
     assert.doesNotMatch(nginxConf, /^\s*(gzip|gunzip) on;/m);
     assert.doesNotMatch(nginxConf, /proxy_set_header Accept-Encoding/i);
   });
+
+  it('passes the WebSocket echo’s upgrade on at both hops, idle longer than the service’s pings', () => {
+    const locations = nginxConf.split('location ~ ^/api(/v1)?/echo/websocket/?$ {').slice(1);
+    assert.equal(locations.length, 2, 'the balancer and the instances’ listeners');
+    for (const location of locations) {
+      const block = location.slice(0, location.indexOf('\n        }'));
+      assert.match(block, /^\s*proxy_http_version 1\.1;/m);
+      assert.match(block, /^\s*proxy_set_header Upgrade \$http_upgrade;/m);
+      assert.match(block, /^\s*proxy_set_header Connection \$connection_upgrade;/m);
+      const read = seconds(/^\s*proxy_read_timeout ([^;]+);/m.exec(block)?.[1]);
+      assert.ok(read * 1000 > 2 * DEFAULT_CONFIG.wsPingIntervalMs, `proxy_read_timeout ${read}s`);
+    }
+    assert.match(nginxConf, /map \$http_upgrade \$connection_upgrade \{\n\s*default upgrade;\n\s*""\s+"";/);
+  });
 });

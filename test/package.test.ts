@@ -110,7 +110,7 @@ describe('the conformance kit as a package', () => {
         "const pkg = await import('greeting-service/package.json', { with: { type: 'json' } });" +
         'process.stdout.write(JSON.stringify([typeof kit.runConformance, kit.GROUPS.length, pkg.default.name]));';
       const { stdout } = await run(process.execPath, ['--input-type=module', '-e', script], { cwd: scratch });
-      assert.deepEqual(JSON.parse(stdout), ['function', 18, 'greeting-service']);
+      assert.deepEqual(JSON.parse(stdout), ['function', 21, 'greeting-service']);
     });
 
     it('maps the package root to the service, as main did', async () => {

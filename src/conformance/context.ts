@@ -7,6 +7,7 @@ export const GROUPS = [
   'hello',
   'search',
   'echo',
+  'websocket',
   'errors',
   'request-id',
   'trace-context',

@@ -1,7 +1,9 @@
-import type { IncomingMessage, ServerOptions } from 'node:http';
+import { type IncomingMessage, type ServerOptions, ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
 import { type ApiError, apiError, type ErrorDetail, unsupportedVersion, validationError } from '../errors.js';
+import { lingerThenClose } from '../lib/linger.js';
 
 /**
  * What HTTP/1.1 requires a server to refuse, refused with the envelope: Node's HTTP layer would
@@ -105,8 +107,8 @@ const UPGRADE = /upgrade/i;
 
 /**
  * A request that asks to switch protocols (Upgrade, with Connection: upgrade) is answered in
- * HTTP/1.1 and the connection closed after it: Node's parser stops reading at the end of such a
- * request, and whatever was sent after it in the same packet would be lost.
+ * HTTP/1.1 and the connection closed after it, unless a WebSocket route switches it: Node's parser
+ * has let go of the connection, and nothing after the request is read as HTTP.
  */
 function closeAfterUpgradeRequest(request: FastifyRequest, reply: FastifyReply): void {
   if (request.headers.upgrade !== undefined && UPGRADE.test(request.headers.connection ?? '')) {
@@ -121,6 +123,19 @@ export const httpGuardPlugin = fp(
     // takes it as any other request (in its turn on its connection); the check below refuses it with a 417.
     app.server.on('checkExpectation', (request, response) => {
       unmet.add(request);
+      app.server.emit('request', request, response);
+    });
+    // A request that asks to switch protocols comes here with its connection, which Node's parser
+    // has let go of; it is served as any other request (in its turn, every hook run), on a response
+    // of its own, and the connection closes once it is answered, unless a WebSocket route took it.
+    app.server.on('upgrade', (request: IncomingMessage, socket: Socket, head: Buffer) => {
+      // Node took its own error listener away with the connection: a client reset is no crash.
+      socket.on('error', () => socket.destroy());
+      // Bytes sent after the request, the first frames of a WebSocket, are read by its reader.
+      if (head.length > 0) socket.unshift(head);
+      const response = new ServerResponse(request);
+      response.assignSocket(socket);
+      response.once('finish', () => lingerThenClose(socket, app.server.requestTimeout));
       app.server.emit('request', request, response);
     });
     app.addHook('preParsing', (request, reply, payload, done) => {

@@ -359,7 +359,10 @@ class Shaper {
         Object.entries((response.headers ?? {}) as Record<string, Json>).map(([name, header]) => {
           // Retry-After is the one header a route names that the document has a component for.
           if (name === 'Retry-After') return [name, this.#header('Retry-After', header.schema as Json)];
-          return [name, { ...header, required: true }];
+          // A header the route does not always send says so in its schema (`required: false`), which
+          // @fastify/swagger leaves there: it belongs to the header.
+          const { required, ...schema } = (header.schema ?? {}) as Json;
+          return [name, { ...header, schema, required: required !== false }];
         }),
       );
       responses[status] = { ...response, headers: { ...this.#common(api, false), ...ownHeaders } };
@@ -501,7 +504,8 @@ function swaggerOptions(options: OpenapiOptions): SwaggerOptions {
       info: {
         title: 'Greeting and Echo Service',
         version: VERSION,
-        description: DESCRIPTION,
+        // The WebSocket's messages are for AsyncAPI to describe: linked, so that the page leads to them.
+        description: `${DESCRIPTION}\n\nThe WebSocket echo's messages are described by the [AsyncAPI 3.0 document](${options.contextPath === '/' ? '' : options.contextPath}/asyncapi.json).`,
         contact: { name: 'Greeting and Echo Service maintainers' },
         license: { name: LICENSE, identifier: LICENSE },
       },

@@ -197,6 +197,12 @@ export class ResponseHeaders {
     return ResponseHeaders.#set(this.#sets[this.#kind(request.url)], request, reply);
   }
 
+  /** Whether CORS_ORIGINS lets a page from `origin` read the API's answers. */
+  allowsOrigin(origin: string): boolean {
+    const { anyOrigin, byOrigin } = this.#sets.api;
+    return anyOrigin !== undefined || byOrigin.has(origin);
+  }
+
   /**
    * The fixed head lines of an answer written straight to the socket, where Fastify has no reply to
    * set them on (an error before there is a request, a CONNECT): its request id and security headers.

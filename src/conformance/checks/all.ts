@@ -15,6 +15,7 @@ import { profileChecks } from './profile.js';
 import { searchChecks } from './search.js';
 import { traceContextChecks } from './trace-context.js';
 import { versioningChecks } from './versioning.js';
+import { websocketChecks } from './websocket.js';
 
 /**
  * Every check, in the order they run: the profile writes before the rate limit is spent; last, the
@@ -25,6 +26,7 @@ export const ALL_CHECKS: readonly Check[] = [
   ...searchChecks,
   ...echoChecks,
   ...eventChecks,
+  ...websocketChecks,
   ...errorChecks,
   ...requestIdChecks,
   ...traceContextChecks,

@@ -178,7 +178,7 @@ export const openapiChecks: Check[] = [
     id: 'openapi.error-responses',
     group: 'openapi',
     clause: OPERATIONS,
-    title: 'each /api operation documents its success and its error answers',
+    title: 'each /api operation documents its success (a 2xx, or a WebSocket’s 101) and its error answers',
     async run(ctx) {
       const { paths } = await documentOf(ctx);
       const bare: string[] = [];
@@ -187,7 +187,8 @@ export const openapiChecks: Check[] = [
         for (const [method, operation] of Object.entries(item)) {
           if (!isObject(operation) || !isObject(operation.responses)) continue;
           const codes = Object.keys(operation.responses);
-          if (!codes.some((code) => code.startsWith('2')) || !codes.some((code) => /^[45]/.test(code))) {
+          // A WebSocket's handshake succeeds with 101 Switching Protocols, never a 2xx.
+          if (!codes.some((code) => /^(2|101$)/.test(code)) || !codes.some((code) => /^[45]/.test(code))) {
             bare.push(`${method.toUpperCase()} ${path}`);
           }
         }

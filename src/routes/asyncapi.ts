@@ -1,0 +1,110 @@
+import type { FastifyInstance } from 'fastify';
+import { ECHO_WEBSOCKET_PATH, HandshakeHeaders } from '../schemas.js';
+import { API_VERSION, LICENSE, VERSION } from '../version.js';
+
+/**
+ * The AsyncAPI 3.0 document of the WebSocket echo, which OpenAPI cannot describe: its channel (the
+ * handshake's headers from the schema the route documents them with), its messages and its one
+ * operation, the echo, a reply to each message. Its server is the host that asked for it.
+ */
+export function asyncapiDocument(host: string, secure: boolean, contextPath: string): object {
+  const base = contextPath === '/' ? '' : contextPath;
+  const address = ECHO_WEBSOCKET_PATH.replace('/api/', `/api/v${API_VERSION}/`);
+  const messages = { text: { $ref: '#/components/messages/text' }, binary: { $ref: '#/components/messages/binary' } };
+  const channelMessages = [{ $ref: '#/channels/echo/messages/text' }, { $ref: '#/channels/echo/messages/binary' }];
+  return {
+    asyncapi: '3.0.0',
+    info: {
+      title: 'Greeting and Echo Service: WebSocket echo',
+      version: VERSION,
+      description:
+        'The WebSocket of the Greeting and Echo Service (RFC 6455). Its handshake is an HTTP request like ' +
+        'any other of the API, and its refusals are the error envelope, as the OpenAPI document at ' +
+        `\`${base}/openapi.json\` describes them: 426 without \`Upgrade: websocket\`, 400 naming a bad ` +
+        '`Sec-WebSocket-Key` or `Sec-WebSocket-Version`, 403 for an `Origin` that `CORS_ORIGINS` does not allow, ' +
+        '429 over the rate limit, 503 past `WS_MAX_CONNECTIONS` or while shutting down. The connection ends ' +
+        'with 1009 after a message larger than `WS_MAX_MESSAGE_BYTES`, with 1001 when the service shuts ' +
+        'down, and without a close (1006) when the client did not answer a ping by the next one ' +
+        '(`WS_PING_INTERVAL_MS`). A client that does not read its echoes is not read either, past ' +
+        '`WS_MAX_BUFFERED_BYTES` unsent.',
+      license: { name: LICENSE },
+    },
+    servers: {
+      service: {
+        host,
+        protocol: secure ? 'wss' : 'ws',
+        ...(base !== '' && { pathname: base }),
+        description: 'The host that serves this document.',
+      },
+    },
+    channels: {
+      echo: {
+        address,
+        title: 'WebSocket echo',
+        description: `Also at \`${ECHO_WEBSOCKET_PATH}\`, the same. Over HTTP/1.1 and HTTPS; not over HTTP/2.`,
+        servers: [{ $ref: '#/servers/service' }],
+        messages,
+        bindings: {
+          ws: { method: 'GET', headers: JSON.parse(JSON.stringify(HandshakeHeaders)), bindingVersion: '0.1.0' },
+        },
+      },
+    },
+    operations: {
+      echo: {
+        action: 'receive',
+        channel: { $ref: '#/channels/echo' },
+        title: 'Echo',
+        summary: 'Every message comes back unchanged: the same type, the same bytes.',
+        messages: channelMessages,
+        reply: { channel: { $ref: '#/channels/echo' }, messages: channelMessages },
+      },
+    },
+    components: {
+      messages: {
+        text: {
+          name: 'text',
+          title: 'Text message',
+          summary: 'A text frame (or frames): UTF-8, echoed as a text message with the same bytes.',
+          contentType: 'text/plain',
+          payload: { type: 'string', examples: ['Hello, World!'] },
+        },
+        binary: {
+          name: 'binary',
+          title: 'Binary message',
+          summary: 'A binary frame (or frames): any bytes, echoed as a binary message with the same bytes.',
+          contentType: 'application/octet-stream',
+          payload: { type: 'string', format: 'binary' },
+        },
+      },
+    },
+  };
+}
+
+/** `GET /asyncapi.json`: the document, for the host that asks. */
+export async function asyncapiRoute(app: FastifyInstance, { contextPath }: { contextPath: string }): Promise<void> {
+  app.get(
+    '/asyncapi.json',
+    {
+      schema: {
+        operationId: 'getAsyncApi',
+        summary: 'AsyncAPI document',
+        description: 'AsyncAPI 3.0 of the WebSocket echo: its channel, messages and the echo.',
+        tags: ['operations'],
+        response: {
+          200: {
+            type: 'object',
+            additionalProperties: true,
+            description: 'AsyncAPI 3.0 document.',
+            examples: [
+              { asyncapi: '3.0.0', info: { title: 'Greeting and Echo Service: WebSocket echo', version: VERSION } },
+            ],
+          },
+        },
+      },
+    },
+    async (request, reply) => {
+      const document = asyncapiDocument(request.host || 'localhost', request.protocol === 'https', contextPath);
+      return reply.type('application/json; charset=utf-8').send(JSON.stringify(document));
+    },
+  );
+}

@@ -1,0 +1,236 @@
+import assert from 'node:assert/strict';
+import { once } from 'node:events';
+import { connect as connectHttp2 } from 'node:http2';
+import { connect } from 'node:net';
+import { after, describe, it } from 'node:test';
+import { WebSocket } from 'ws';
+import type { Config } from '../../src/config/index.js';
+import { assertEnvelope, type ListeningApp, listening, samples, sendHttp2 } from '../helpers.js';
+import { killAllServers, rssMiB, startServer, withTimeout } from '../server-process.js';
+import { makeTlsFiles, OPENSSL_MISSING, OPENSSL_SKIP_REASON } from '../tls-files.js';
+
+const PATH = '/api/echo/websocket';
+
+async function open(port: number, options: ConstructorParameters<typeof WebSocket>[2] = {}): Promise<WebSocket> {
+  const ws = new WebSocket(`ws://127.0.0.1:${port}${PATH}`, options);
+  await once(ws, 'open');
+  return ws;
+}
+
+/** The close code `ws` sees, within `ms`. */
+async function closeCode(ws: WebSocket, ms = 10_000): Promise<number> {
+  const [code] = (await withTimeout(once(ws, 'close'), ms, 'close')) as [number];
+  return code;
+}
+
+/**
+ * Sends messages of `size` bytes as fast as the connection takes them and never reads an echo
+ * (its socket paused), for `ms`: answers how many bytes the connection took.
+ */
+async function flood(ws: WebSocket, size: number, ms: number): Promise<number> {
+  ws.pause();
+  const message = Buffer.alloc(size, 0x61);
+  const end = performance.now() + ms;
+  let sent = 0;
+  while (performance.now() < end && ws.readyState === WebSocket.OPEN) {
+    if (ws.bufferedAmount > 8 * size) {
+      await new Promise((resolve) => setTimeout(resolve, 5));
+      continue;
+    }
+    ws.send(message);
+    sent += size;
+  }
+  return sent - ws.bufferedAmount;
+}
+
+describe('WebSocket limits', () => {
+  const servers: ListeningApp[] = [];
+  const serve = async (overrides: Partial<Config> = {}): Promise<ListeningApp> => {
+    const server = await listening(overrides);
+    servers.push(server);
+    return server;
+  };
+  after(async () => {
+    for (const { app } of servers) await app.close();
+  });
+
+  it('echoes a message of WS_MAX_MESSAGE_BYTES, and closes with 1009 on a larger one', async () => {
+    const { port } = await serve({ wsMaxMessageBytes: 1024 });
+    const ws = await open(port);
+    ws.send(Buffer.alloc(1024, 1));
+    const [echo] = (await once(ws, 'message')) as [Buffer];
+    assert.equal(echo.length, 1024);
+    ws.send(Buffer.alloc(1025, 1));
+    assert.equal(await closeCode(ws), 1009);
+  });
+
+  it('with WS_PERMESSAGE_DEFLATE, echoes compressed, and bounds a message by its inflated size: 1009', async () => {
+    const { port } = await serve({ wsPermessageDeflate: true, wsMaxMessageBytes: 64 * 1024 });
+    const ws = await open(port, { perMessageDeflate: true });
+    assert.match(ws.extensions, /^permessage-deflate/);
+    const text = 'echo '.repeat(2000);
+    ws.send(text);
+    const [echo, binary] = (await once(ws, 'message')) as [Buffer, boolean];
+    assert.deepEqual([echo.toString(), binary], [text, false]);
+    // 8 MiB of zeros deflate to some 8 KiB: the service inflates no more than its limit.
+    ws.send(Buffer.alloc(8 * 1024 * 1024));
+    assert.equal(await closeCode(ws), 1009);
+    const plain = await open(port, { perMessageDeflate: false });
+    assert.equal(plain.extensions, '');
+    plain.close();
+  });
+
+  it('stops reading a client that sends and never reads, past WS_MAX_BUFFERED_BYTES; it reads on once the client does', async (t) => {
+    const { app, port } = await serve({ wsMaxBufferedBytes: 64 * 1024 });
+    const ws = await open(port);
+    const taken = await flood(ws, 16 * 1024, 1500);
+    const metrics = samples((await app.inject('/metrics')).body, 'websocket_messages_total');
+    const received = (metrics.get('{direction="received"}') ?? 0) * 16 * 1024;
+    // What the service took: its limit, and what the two sockets' buffers on loopback hold.
+    t.diagnostic(`in 1.5 s of flooding, the service read ${received} bytes, the connection took ${taken}`);
+    assert.ok(received < 48 * 1024 * 1024, `the service read ${received} bytes`);
+    assert.ok(taken < 48 * 1024 * 1024, `the connection took ${taken} bytes`);
+    // Once the client reads, the echoes flow and the service reads again.
+    let echoed = 0;
+    ws.on('message', (data: Buffer) => {
+      echoed += data.length;
+    });
+    ws.resume();
+    ws.send('last');
+    while (echoed < received + 4) await new Promise((resolve) => setTimeout(resolve, 20));
+    ws.close();
+  });
+
+  it('pings every WS_PING_INTERVAL_MS and ends a client that does not answer; one that does stays', async () => {
+    const { port } = await serve({ wsPingIntervalMs: 100 });
+    const silent = await open(port, { autoPong: false });
+    const answering = await open(port);
+    let pings = 0;
+    answering.on('ping', () => {
+      pings += 1;
+    });
+    const started = performance.now();
+    assert.equal(await closeCode(silent, 2000), 1006);
+    const took = performance.now() - started;
+    assert.ok(took < 1000, `ended after ${took} ms`);
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    assert.equal(answering.readyState, WebSocket.OPEN);
+    assert.ok(pings >= 3, `${pings} pings`);
+    answering.close();
+  });
+
+  it('counts open connections and messages each way in /metrics', async () => {
+    const { app, port } = await serve();
+    const metrics = async () => (await app.inject('/metrics')).body;
+    const ws = await open(port);
+    ws.send('a');
+    await once(ws, 'message');
+    ws.send('b');
+    await once(ws, 'message');
+    let text = await metrics();
+    assert.deepEqual([...samples(text, 'websocket_connections_open')], [['', 1]]);
+    assert.deepEqual(
+      [...samples(text, 'websocket_messages_total')],
+      [
+        ['{direction="received"}', 2],
+        ['{direction="sent"}', 2],
+      ],
+    );
+    ws.close();
+    await once(ws, 'close');
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    text = await metrics();
+    assert.deepEqual([...samples(text, 'websocket_connections_open')], [['', 0]]);
+  });
+
+  it('closes every connection with 1001 on shutdown, and ends one whose client does not answer the close', async () => {
+    const { app, port } = await listening({ shutdownTimeoutMs: 1000 });
+    const polite = await open(port);
+    // A client that never reads: the close reaches it only once the service gives up on it.
+    const deaf = connect(port, '127.0.0.1');
+    deaf.write(
+      `GET ${PATH} HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n` +
+        'Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n',
+    );
+    await once(deaf, 'data');
+    deaf.pause();
+    const started = performance.now();
+    const code = closeCode(polite);
+    await app.close();
+    const took = performance.now() - started;
+    assert.equal(await code, 1001);
+    assert.ok(took < 1000, `closed in ${took} ms`);
+    // Its connection is gone: what the service sent it is all there is to read.
+    deaf.resume();
+    if (!deaf.destroyed) await withTimeout(once(deaf, 'close'), 1000, 'deaf closed');
+  });
+});
+
+describe('WebSocket echo over HTTPS', { skip: OPENSSL_MISSING && OPENSSL_SKIP_REASON }, () => {
+  it('echoes over wss, and answers a request over HTTP/2 (ALPN h2) with the 426 envelope, never a hang', async () => {
+    const files = makeTlsFiles();
+    const { app, port } = await listening({ http2: true, tlsCertFile: files.serverCert, tlsKeyFile: files.serverKey });
+    try {
+      const ws = new WebSocket(`wss://127.0.0.1:${port}${PATH}`, { rejectUnauthorized: false });
+      await once(ws, 'open');
+      ws.send(Buffer.from([7, 8, 9]));
+      const [data, binary] = (await once(ws, 'message')) as [Buffer, boolean];
+      assert.deepEqual([[...data], binary], [[7, 8, 9], true]);
+      ws.close();
+      const session = connectHttp2(`https://127.0.0.1:${port}`, { rejectUnauthorized: false });
+      const res = await withTimeout(sendHttp2(session, { path: PATH }), 5000, 'h2 answer');
+      session.close();
+      assertEnvelope(res, 426, 'UPGRADE_REQUIRED');
+      assert.equal(res.headers.upgrade, undefined);
+    } finally {
+      await app.close();
+      files.remove();
+    }
+  });
+});
+
+// These start dist/server.js: `npm run build` first.
+describe('WebSocket echo, built service', () => {
+  after(() => killAllServers());
+
+  it('holds its memory while 20 clients flood and never read, and answers others meanwhile', async (t) => {
+    const server = await startServer();
+    const pid = server.child.pid as number;
+    const idle = await rssMiB(pid);
+    const floods = await Promise.all(Array.from({ length: 20 }, () => open(server.port)));
+    const flooding = Promise.all(floods.map((ws) => flood(ws, 64 * 1024, 4000)));
+    await new Promise((resolve) => setTimeout(resolve, 2000));
+    // Meanwhile another client is echoed promptly.
+    const other = await open(server.port);
+    const asked = performance.now();
+    other.send('still here');
+    await withTimeout(once(other, 'message'), 2000, 'echo while flooded');
+    const latency = performance.now() - asked;
+    await flooding;
+    const peak = await rssMiB(pid);
+    t.diagnostic(
+      `RSS ${idle.toFixed(0)} MiB idle, ${peak.toFixed(0)} MiB after 20 floods of 4 s; echo meanwhile in ${latency.toFixed(0)} ms`,
+    );
+    // 20 clients at WS_MAX_BUFFERED_BYTES (4 MiB) each, and a message each read past it: some 100 MiB.
+    assert.ok(peak - idle < 200, `RSS grew from ${idle.toFixed(0)} to ${peak.toFixed(0)} MiB`);
+    assert.ok(latency < 1000, `echo took ${latency.toFixed(0)} ms`);
+    for (const ws of [...floods, other]) ws.terminate();
+    server.child.kill('SIGTERM');
+    await server.exited;
+  });
+
+  it('SIGTERM closes open connections with 1001 and exits 0', async () => {
+    const server = await startServer({ SHUTDOWN_TIMEOUT_MS: '2000' });
+    const clients = await Promise.all([open(server.port), open(server.port)]);
+    const codes = Promise.all(clients.map((ws) => closeCode(ws)));
+    server.child.kill('SIGTERM');
+    assert.deepEqual(await codes, [1001, 1001]);
+    const exit = await withTimeout(server.exited, 5000, 'exit');
+    assert.deepEqual([exit.code, exit.signal], [0, null], server.stderr());
+    const closedLines = server.lines.filter((line) => line.msg === 'websocket closed');
+    assert.deepEqual(
+      closedLines.map((line) => line.close_code),
+      [1001, 1001],
+    );
+  });
+});

@@ -1,0 +1,65 @@
+import assert from 'node:assert/strict';
+import { after, describe, it } from 'node:test';
+import { DiagnosticSeverity, Parser } from '@asyncapi/parser';
+import { type Client, injectClient } from '../helpers.js';
+
+describe('GET /asyncapi.json', () => {
+  const clients: Client[] = [];
+  after(async () => {
+    for (const client of clients) await client.close();
+  });
+
+  async function documentOf(contextPath: string, headers: Record<string, string> = {}) {
+    const client = await injectClient({ contextPath });
+    clients.push(client);
+    const base = contextPath === '/' ? '' : contextPath;
+    const res = await client.send({ path: `${base}/asyncapi.json`, headers });
+    assert.equal(res.status, 200);
+    assert.equal(res.headers['content-type'], 'application/json; charset=utf-8');
+    return { res, doc: res.json(), client };
+  }
+
+  it('is AsyncAPI 3.0 that @asyncapi/parser finds no error in, with any context path', async () => {
+    const parser = new Parser();
+    for (const contextPath of ['/', '/svc']) {
+      const { res } = await documentOf(contextPath);
+      const diagnostics = await parser.validate(res.text);
+      const errors = diagnostics.filter(({ severity }) => severity === DiagnosticSeverity.Error);
+      assert.deepEqual(
+        errors.map(({ code, message, path }) => `${code}: ${message} at ${path.join('.')}`),
+        [],
+        contextPath,
+      );
+    }
+  });
+
+  it('describes the echo: its address, the handshake from the route’s schema, text and binary, each replied to', async () => {
+    const { doc } = await documentOf('/svc', { host: 'echo.example:8443' });
+    assert.equal(doc.asyncapi, '3.0.0');
+    assert.deepEqual(doc.servers.service, {
+      host: 'echo.example:8443',
+      protocol: 'ws',
+      pathname: '/svc',
+      description: 'The host that serves this document.',
+    });
+    assert.equal(doc.channels.echo.address, '/api/v1/echo/websocket');
+    const { ws } = doc.channels.echo.bindings;
+    assert.equal(ws.method, 'GET');
+    assert.deepEqual(Object.keys(ws.headers.properties), [
+      'upgrade',
+      'connection',
+      'sec-websocket-key',
+      'sec-websocket-version',
+      'origin',
+    ]);
+    assert.deepEqual(Object.keys(doc.components.messages), ['text', 'binary']);
+    assert.equal(doc.operations.echo.action, 'receive');
+    assert.deepEqual(doc.operations.echo.reply.messages, doc.operations.echo.messages);
+  });
+
+  it('is linked from the OpenAPI document, which the documentation page shows', async () => {
+    const { client } = await documentOf('/svc');
+    const openapi = (await client.send({ path: '/svc/openapi.json' })).json();
+    assert.match(openapi.info.description, /\[AsyncAPI 3\.0 document\]\(\/svc\/asyncapi\.json\)/);
+  });
+});
