@@ -1,5 +1,6 @@
 import {
   exchange,
+  getAsyncApi,
   getCurrency,
   getEvents,
   getGreeting,
@@ -45,5 +46,6 @@ await report({
     for await (const event of stream) data.push(event);
     return failure === undefined ? { status: 200, data } : { status: 0, data: String(failure) };
   },
+  getAsyncApi: () => answer(getAsyncApi()),
   getMetrics: () => answer(getMetrics()),
 });

@@ -1,5 +1,6 @@
 import {
   exchange,
+  getAsyncApi,
   getCurrency,
   getEvents,
   getGreeting,
@@ -31,5 +32,6 @@ await report({
     const { status, data } = await getEvents({ count: 2, interval_ms: 0, name: 'Ada' });
     return { status, data: [...String(data).matchAll(/^data: (.*)$/gm)].map(([, json]) => JSON.parse(json as string)) };
   },
+  getAsyncApi: () => getAsyncApi(),
   getMetrics: () => getMetrics(),
 });
