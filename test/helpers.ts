@@ -3,6 +3,7 @@ import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http';
 import { type ClientHttp2Session, connect as connectHttp2, type IncomingHttpStatusHeader } from 'node:http2';
 import { connect, type Socket } from 'node:net';
 import { Writable } from 'node:stream';
+import { after } from 'node:test';
 import { connect as connectTls } from 'node:tls';
 import zlib from 'node:zlib';
 import type { FastifyInstance } from 'fastify';
@@ -57,6 +58,22 @@ export async function listening(
   routes(app);
   const origin = await app.listen({ host: '127.0.0.1', port: 0 });
   return { app, port: (app.server.address() as { port: number }).port, origin, logs };
+}
+
+/**
+ * `listening` for a suite: each call a service of its own, every one closed after the suite
+ * (call it in a `describe`).
+ */
+export function listeningInSuite(): (overrides?: Partial<Config>) => Promise<ListeningApp> {
+  const servers: ListeningApp[] = [];
+  after(async () => {
+    for (const { app } of servers) await app.close();
+  });
+  return async (overrides = {}) => {
+    const server = await listening(overrides);
+    servers.push(server);
+    return server;
+  };
 }
 
 export interface TestResponse {

@@ -4,8 +4,7 @@ import { connect as connectHttp2 } from 'node:http2';
 import { connect } from 'node:net';
 import { after, describe, it } from 'node:test';
 import { WebSocket } from 'ws';
-import type { Config } from '../../src/config/index.js';
-import { assertEnvelope, type ListeningApp, listening, samples, sendHttp2 } from '../helpers.js';
+import { assertEnvelope, listening, listeningInSuite, samples, sendHttp2 } from '../helpers.js';
 import { killAllServers, rssMiB, startServer, withTimeout } from '../server-process.js';
 import { makeTlsFiles, OPENSSL_MISSING, OPENSSL_SKIP_REASON } from '../tls-files.js';
 
@@ -44,15 +43,7 @@ async function flood(ws: WebSocket, size: number, ms: number): Promise<number> {
 }
 
 describe('WebSocket limits', () => {
-  const servers: ListeningApp[] = [];
-  const serve = async (overrides: Partial<Config> = {}): Promise<ListeningApp> => {
-    const server = await listening(overrides);
-    servers.push(server);
-    return server;
-  };
-  after(async () => {
-    for (const { app } of servers) await app.close();
-  });
+  const serve = listeningInSuite();
 
   it('echoes a message of WS_MAX_MESSAGE_BYTES, and closes with 1009 on a larger one', async () => {
     const { port } = await serve({ wsMaxMessageBytes: 1024 });

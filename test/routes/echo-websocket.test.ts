@@ -1,14 +1,12 @@
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
-import { after, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import { WebSocket } from 'ws';
-import type { Config } from '../../src/config/index.js';
 import {
   assertEnvelope,
   http2Client,
   httpClient,
-  type ListeningApp,
-  listening,
+  listeningInSuite,
   parseRawResponse,
   rawExchange,
   type TestResponse,
@@ -58,15 +56,7 @@ async function closed(ws: WebSocket): Promise<number> {
 }
 
 describe('GET /api/echo/websocket', () => {
-  const servers: ListeningApp[] = [];
-  const serve = async (overrides: Partial<Config> = {}): Promise<ListeningApp> => {
-    const server = await listening(overrides);
-    servers.push(server);
-    return server;
-  };
-  after(async () => {
-    for (const { app } of servers) await app.close();
-  });
+  const serve = listeningInSuite();
 
   it('echoes text and binary messages unchanged, same type, same bytes, under /api and /api/v1', async () => {
     const { port } = await serve();
@@ -172,8 +162,7 @@ describe('GET /api/echo/websocket', () => {
   it('426 UPGRADE_REQUIRED with Upgrade: websocket to a request that does not ask to switch', async () => {
     const { port } = await serve();
     const client = await httpClient();
-    servers.push({ app: client.app } as ListeningApp);
-    const plain = await client.send({ path: '/api/echo/websocket' });
+    const plain = await client.send({ path: '/api/echo/websocket' }).finally(() => client.app.close());
     assertEnvelope(plain, 426, 'UPGRADE_REQUIRED');
     assert.equal(plain.headers.upgrade, 'websocket');
     const variants: Record<string, string | null>[] = [
@@ -192,8 +181,7 @@ describe('GET /api/echo/websocket', () => {
 
   it('426 over HTTP/2, without the connection fields HTTP/2 forbids: no WebSocket over HTTP/2 here', async () => {
     const client = await http2Client();
-    servers.push({ app: client.app } as ListeningApp);
-    const res = await client.send({ path: '/api/echo/websocket' });
+    const res = await client.send({ path: '/api/echo/websocket' }).finally(() => client.app.close());
     assertEnvelope(res, 426, 'UPGRADE_REQUIRED');
     assert.equal(res.headers.upgrade, undefined);
   });
