@@ -175,12 +175,18 @@ const CONTRACT_CODES: Readonly<Record<number, ErrorCode>> = {
  * 405's Allow depends on the route, and is given. Not sent: 416's Content-Range, which only a range
  * request of a known length can say (a SHOULD).
  */
+/**
+ * A 426's Connection: Upgrade named (RFC 9110, 7.8), with close, since Node keeps alive a
+ * connection whose answer names anything else, even one its client asked to close.
+ */
+const UPGRADE_CONNECTION = 'Upgrade, close';
+
 const STATUS_HEADERS: Readonly<Record<number, Readonly<Record<string, string>>>> = {
   401: { 'www-authenticate': 'Bearer' },
   407: { 'proxy-authenticate': 'Bearer' },
   // The service's own 408 closes the connection, as RFC 9110 (15.5.9) expects.
   408: { connection: 'close' },
-  426: { upgrade: 'HTTP/3.0', connection: 'upgrade' },
+  426: { upgrade: 'HTTP/3.0', connection: UPGRADE_CONNECTION },
   429: { 'retry-after': '1' },
   503: { 'retry-after': '1' },
 };
@@ -320,9 +326,7 @@ export function upgradeRequired(http2: boolean): ApiError {
         [],
         {
           upgrade: 'websocket',
-          // Upgrade is named in Connection (RFC 9110, 7.8); with close, as the field alone would keep
-          // alive a connection its client asked to close.
-          connection: 'Upgrade, close',
+          connection: UPGRADE_CONNECTION,
         },
       );
 }

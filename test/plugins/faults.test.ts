@@ -11,6 +11,8 @@ import type { Config } from '../../src/config/index.js';
 import {
   assertEnvelope,
   LogCapture,
+  parseRawResponse,
+  rawExchange,
   samples,
   sendTo,
   type TestRequest,
@@ -207,7 +209,7 @@ describe('FAULT_HEADERS=true', () => {
       [416, 'RANGE_NOT_SATISFIABLE'],
       [418, 'IM_A_TEAPOT'],
       [422, 'UNSUPPORTED_CURRENCY'],
-      [426, 'UPGRADE_REQUIRED', { upgrade: 'HTTP/3.0', connection: 'upgrade' }],
+      [426, 'UPGRADE_REQUIRED', { upgrade: 'HTTP/3.0', connection: 'Upgrade, close' }],
       [429, 'RATE_LIMIT_EXCEEDED', { 'retry-after': '1' }],
       [502, 'BAD_GATEWAY'],
       [503, 'SERVICE_UNAVAILABLE', { 'retry-after': '1' }],
@@ -233,6 +235,21 @@ describe('FAULT_HEADERS=true', () => {
         assert.equal(res.headers['ratelimit-limit'], '1000');
       });
     }
+
+    it('426 closes a connection its client asked to close, as every answer does', async () => {
+      const port = Number(new URL(served.origin).port);
+      const answer = await withTimeout(
+        rawExchange(
+          port,
+          'GET /api/hello HTTP/1.1\r\nHost: x\r\nConnection: close\r\nx-envoy-fault-abort-request: 426\r\n\r\n',
+        ),
+        2000,
+        'the connection closed after the 426',
+      );
+      const res = parseRawResponse(answer);
+      assertEnvelope(res, 426, 'UPGRADE_REQUIRED');
+      assert.equal(res.headers.connection, 'Upgrade, close');
+    });
 
     it("500: rule 5's generic message, whatever asked for it", async () => {
       const res = await served.send({
