@@ -6,6 +6,7 @@ import { connect, type Socket } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { connect as connectTls, type TLSSocket } from 'node:tls';
+import { gzipSync } from 'node:zlib';
 import {
   Flag,
   FrameType,
@@ -38,6 +39,10 @@ const AFTER_TIMEOUTS_MS = 5_000;
 
 const PREFACE_BYTES = Buffer.concat([Buffer.from(PREFACE, 'latin1'), settingsFrame()]);
 const REQUEST = 'GET /api/hello HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n';
+/** The first bytes of a gzip body: decoding has begun, and waits for the rest. */
+const GZIP_START = gzipSync(`{"a":"${'x'.repeat(50_000)}"}`).subarray(0, 40);
+const gzipPost = (length: number) =>
+  `POST /api/echo HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Encoding: gzip\r\nContent-Length: ${length}\r\n\r\n`;
 
 /** A client connection: its TCP socket, which is reset, and what is written and read (TLS over it, or itself). */
 interface Connection {
@@ -138,8 +143,10 @@ function prefaceCases(alpn?: string[]): ResetCase[] {
 
 /** HTTP/1.1: each answer the service or Node gives, reset before it and after it. */
 function http1Cases(alpn?: string[]): ResetCase[] {
-  const exchanges: [string, string][] = [
+  const exchanges: [string, string | Buffer][] = [
     ['a request', REQUEST],
+    ['a gzip body cut short (408)', Buffer.concat([Buffer.from(gzipPost(1000)), GZIP_START])],
+    ['a corrupt gzip body (400)', `${gzipPost(10)}not gzip!!`],
     ['half a request line', 'GET /api/hel'],
     ['headers never ended (408)', 'GET /api/hello HTTP/1.1\r\nHost: 127.0.0.1\r\n'],
     [
@@ -208,6 +215,19 @@ function http2Cases(alpn?: string[]): ResetCase[] {
         write(c, headersFrame(1, requestFields('/api/echo', 'POST', [['content-type', 'application/json']]), false));
         write(c, frame(FrameType.DATA, 0, 1, Buffer.from('{')));
         await sleep(REQUEST_TIMEOUT_MS + 500);
+      },
+    ],
+    [
+      'a gzip body being decoded',
+      async (c) => {
+        preface(c);
+        const fields = [
+          ['content-type', 'application/json'],
+          ['content-encoding', 'gzip'],
+        ] as [string, string][];
+        write(c, headersFrame(1, requestFields('/api/echo', 'POST', fields), false));
+        write(c, frame(FrameType.DATA, 0, 1, GZIP_START));
+        await sleep(200);
       },
     ],
     [
