@@ -14,7 +14,7 @@
  * holds at start-up (and keeps the source in one byte per character: a comment outside ASCII
  * would double it); names are kept, so a stack trace still names its functions.
  */
-import { mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { build } from 'esbuild';
@@ -35,10 +35,6 @@ try {
 } finally {
   rmSync(secrets, { recursive: true, force: true });
 }
-
-/** The chunks of an earlier build, named as below: a chunk's name changes with its content. */
-const CHUNK = /^main\.[\w-]+\.js$/;
-for (const file of readdirSync('dist')) if (CHUNK.test(file)) rmSync(`dist/${file}`);
 
 await build({
   entryPoints: { main: 'src/main.ts' },

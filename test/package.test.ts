@@ -75,8 +75,10 @@ describe('the conformance kit as a package', () => {
   describe('packed (npm pack, after npm run build)', () => {
     let scratch: string;
     let files: string[];
+    let sourceFiles: Set<string>;
 
     before(async () => {
+      sourceFiles = new Set((await sources(join(ROOT, 'src'))).map((file) => relative(ROOT, file)));
       scratch = await mkdtemp(join(tmpdir(), 'conformance-pack-'));
       const { stdout } = await run('npm', ['pack', '--ignore-scripts', '--json', '--pack-destination', scratch], {
         cwd: ROOT,
@@ -102,6 +104,15 @@ describe('the conformance kit as a package', () => {
       for (const file of ['index.js', 'index.d.ts', 'cli.js', 'http.js', 'checks/all.js']) {
         assert.ok(files.includes(`dist/conformance/${file}`), file);
       }
+    });
+
+    it('ships no module of a source that is gone: the build starts from an empty dist/', async () => {
+      const bundled = /^dist\/(?:main\.[\w-]+\.js|schema-code-table\.cjs)$/;
+      const compiled = files.filter((file) => /\.(?:js|cjs)$/.test(file) && !bundled.test(file));
+      const stale = compiled.filter(
+        (file) => !sourceFiles.has(file.replace(/^dist\//, 'src/').replace(/\.js$/, '.ts')),
+      );
+      assert.deepEqual(stale, []);
     });
 
     it("resolves import('greeting-service/conformance') to runConformance", async () => {
