@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { FastifyBaseLogger } from 'fastify';
-import { type ChainableCommander, Redis, ReplyError } from 'ioredis';
+import { type ChainableCommander, Command, Redis, ReplyError } from 'ioredis';
 import { redisTlsOn } from '../config/redis.js';
 import { type StoreHealth, StoreUnavailableError } from './availability.js';
 import { createRedisClient, type RedisClient, type RedisSettings } from './redis-client.js';
@@ -62,6 +62,30 @@ function isTooFewReplicas(error: unknown): boolean {
 }
 
 /**
+ * Sends one command and answers its reply even when the client gave up on it while that reply was
+ * already there: an event loop held up (a long collection, a paused VM or container) runs the
+ * timeout's timer before it reads the socket again, and ioredis drops a reply to a command it has
+ * failed. One more turn of the loop reads what came meanwhile; only then is the timeout the answer.
+ */
+async function sendHeard<T>(client: RedisClient, name: string, args: (string | number)[]): Promise<T> {
+  const command = new Command(name, args, { keyPrefix: client.options.keyPrefix });
+  let heard: { reply: T } | null = null;
+  const resolve = command.resolve;
+  command.resolve = (reply: T) => {
+    heard = { reply };
+    resolve(reply);
+  };
+  try {
+    return (await client.sendCommand(command)) as T;
+  } catch (error) {
+    if ((error as Error).message !== 'Command timed out') throw error;
+    await new Promise((turned) => setImmediate(turned));
+    if (heard === null) throw error;
+    return (heard as { reply: T }).reply;
+  }
+}
+
+/**
  * The one connection to Redis that the Redis stores share, and its health, whichever Redis it
  * is: one node, the primary Sentinel names, or a Cluster. It fails fast rather than queue: a
  * command Redis does not answer rejects after the timeout, and from then on, as while
@@ -83,6 +107,8 @@ export class RedisConnection implements StoreHealth {
   readonly #secrets = new Set<string>();
   readonly #checks: StoreCheck[] = [];
   readonly #use: RedisUse & { scripts: Map<string, string> };
+  /** Each script's source and SHA-1, by the name `defineScript` gave it. */
+  readonly #scriptsByName = new Map<string, { lua: string; sha: string }>();
   /** Why Redis cannot serve now; null while it can. */
   #unavailable: Reason | null = NOT_CONNECTED;
   /**
@@ -166,7 +192,28 @@ export class RedisConnection implements StoreHealth {
   defineScript(name: string, lua: string): void {
     this.client.defineCommand(name, { numberOfKeys: 1, lua });
     this.#writer?.defineCommand(name, { numberOfKeys: 1, lua });
-    this.#use.scripts.set(createHash('sha1').update(lua).digest('hex'), lua);
+    const sha = createHash('sha1').update(lua).digest('hex');
+    this.#use.scripts.set(sha, lua);
+    this.#scriptsByName.set(name, { lua, sha });
+  }
+
+  /**
+   * Runs the script `name` (of `defineScript`) that writes `key`, as `run` runs a write, and
+   * answers its reply if it came before the timeout, even when the timeout's timer ran first (see
+   * `sendHeard`): a write Redis made in time is not answered as failed for the instance's own delay.
+   */
+  async runScript<T>(name: string, key: string, args: string[]): Promise<T> {
+    const script = this.#scriptsByName.get(name);
+    if (script === undefined) throw new Error(`no script named ${name} was defined`);
+    return this.run(async (client) => {
+      try {
+        return await sendHeard<T>(client, 'evalsha', [script.sha, 1, key, ...args]);
+      } catch (error) {
+        // Not in this Redis's cache yet (a new connection, a restart): sent with its source.
+        if (!(error instanceof ReplyError && (error as Error).message.startsWith('NOSCRIPT'))) throw error;
+        return await sendHeard<T>(client, 'eval', [script.lua, 1, key, ...args]);
+      }
+    }, true);
   }
 
   /** Adds a store's check to those run before Redis is used and by /readyz. */

@@ -149,11 +149,12 @@ export class RedisProfileStore implements ProfileStore {
             pipeline.compareAndSetProfile(KEY, String(expectedVersion), String(stored.version), json, this.#deadline()),
           (answer) => answer === 1,
         )
-      : await this.#connection.run(
-          (client) =>
-            client.compareAndSetProfile(KEY, String(expectedVersion), String(stored.version), json, this.#deadline()),
-          true,
-        );
+      : await this.#connection.runScript<-1 | 0 | 1>('compareAndSetProfile', KEY, [
+          String(expectedVersion),
+          String(stored.version),
+          json,
+          this.#deadline(),
+        ]);
     if (done === -1) {
       throw new StoreUnavailableError(
         `Redis ran the profile write after its deadline (half of REDIS_TIMEOUT_MS, ${this.#connection.timeoutMs} ms): not applied.`,

@@ -143,6 +143,34 @@ describe('Redis stores', { skip: REDIS_SERVER_MISSING && REDIS_SKIP_REASON }, ()
       const current = await store.get();
       assert.deepEqual(await store.compareAndSet(current.version, ADA), { profile: ADA, version: current.version + 1 });
     });
+
+    it('answers a write that Redis made while the process was held up past the timeout: its reply is read, not a timeout', async () => {
+      const store = new RedisProfileStore(connection);
+      for (let hold = 1; hold <= 3; hold++) {
+        const before = await store.get();
+        const next = { ...ADA, bio: `held up ${hold}` };
+        // Sent at once; then the event loop is held (a long collection, a paused VM or container)
+        // past the timeout, while Redis runs the script in time and its reply waits in the socket.
+        const write = store.compareAndSet(before.version, next);
+        Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, TIMEOUT_MS * 1.5);
+        const outcome = await write.then(
+          (stored) => stored,
+          (error: unknown) => error,
+        );
+        await untilAvailable(connection);
+        const stored = await store.get();
+        assert.deepEqual(stored, { profile: next, version: before.version + 1 }, `hold ${hold}: Redis made the write`);
+        assert.deepEqual(outcome, stored, `hold ${hold}: the write made is answered as made`);
+      }
+    });
+
+    it("writes with the script's source when Redis has lost it from its cache (SCRIPT FLUSH)", async () => {
+      const store = new RedisProfileStore(connection);
+      const before = await store.get();
+      await connection.client.script('FLUSH');
+      assert.deepEqual(await store.compareAndSet(before.version, ADA), { profile: ADA, version: before.version + 1 });
+      assert.deepEqual(await store.get(), { profile: ADA, version: before.version + 1 });
+    });
   });
 
   describe('RedisRateLimitStore', () => {
