@@ -119,6 +119,36 @@ for (const http2 of [false, true]) {
       }
     });
 
+    it('answers a Transfer-Encoding whose last coding is not chunked with 400, then closes (RFC 9112, 6.3): the body has no length', async () => {
+      // Node's parser takes the headers of these, then fails on the first byte of the body.
+      for (const coding of ['gzip', 'chunked;q=1', 'gzip, chunked;a=b', '"chunked"', 'chunked ;x']) {
+        const res = await lastAnswer(
+          server.port,
+          `POST /api/echo HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: ${coding}\r\n\r\n7\r\n{"a":1}\r\n0\r\n\r\n${get('/api/hello')}`,
+        );
+        const error = assertError(res, 400, 'BAD_REQUEST');
+        assert.equal(
+          error.message,
+          `Transfer-Encoding: ${coding} does not end in chunked, so the body's length cannot be told.`,
+          coding,
+        );
+      }
+    });
+
+    it('answers a request once when its body, malformed, comes after its answer (a 404 or 405 given before the body), then closes', async () => {
+      for (const [path, status, code] of [
+        ['/api/nope', 404, 'NOT_FOUND'],
+        ['/api/hello', 405, 'METHOD_NOT_ALLOWED'],
+      ] as const) {
+        const reader = await send(
+          server.port,
+          `POST ${path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n${get('/api/hello')}`,
+        );
+        assertError(await reader.next(), status, code);
+        await reader.closed();
+      }
+    });
+
     it('still answers Expect: 100-continue with 100 Continue, then the answer', async () => {
       const reader = await send(
         server.port,

@@ -30,6 +30,9 @@ const SINGLE_FIELDS = [
 /** The one transfer coding the service reads: chunked alone. */
 const CHUNKED = /^[ \t]*chunked[ \t]*$/i;
 
+/** A Transfer-Encoding whose last coding is chunked, as Node's parser reads it: it then reads the chunks. */
+const CHUNKED_LAST = /(?:^|,)[ \t]*chunked[ \t]*$/i;
+
 /** Every value given for a field, in order. */
 function fieldValues(request: IncomingMessage, name: string): string[] {
   const values: string[] = [];
@@ -89,6 +92,18 @@ function refusal(request: FastifyRequest, unmet: WeakSet<IncomingMessage>): ApiE
   // service, which decodes no transfer coding; read as is, the body would be taken for plain.
   const coding = headers['transfer-encoding'];
   if (coding !== undefined && raw.httpVersionMajor === 1 && !CHUNKED.test(coding)) {
+    // Without chunked last, nothing tells where the body ends (RFC 9112, 6.3): Node's parser fails
+    // on its first byte, so the connection cannot go on.
+    if (!CHUNKED_LAST.test(coding)) {
+      return apiError(
+        400,
+        `Transfer-Encoding: ${coding} does not end in chunked, so the body's length cannot be told.`,
+        [],
+        {
+          connection: 'close',
+        },
+      );
+    }
     return apiError(
       501,
       `Transfer-Encoding: ${coding} is not implemented; the one transfer coding this service reads is chunked.`,
