@@ -97,7 +97,7 @@ const DESCRIPTIONS = {
   429: 'Too many requests from this client in the current window (`RATE_LIMIT_EXCEEDED`); `Retry-After` says when to try again.',
   431: 'The request’s headers are larger than the server’s limit (`REQUEST_HEADER_FIELDS_TOO_LARGE`); the connection closes.',
   500: 'Unexpected failure (`INTERNAL_ERROR`); the message is generic and `details` empty.',
-  501: 'The body comes in a transfer coding other than `chunked` (`NOT_IMPLEMENTED`), which the service does not decode.',
+  501: 'The body comes in a transfer coding other than `chunked`, which the service does not decode, or chunked in a request that asks to switch protocols (`NOT_IMPLEMENTED`).',
   503: 'Shutting down, a dependency is unavailable, too many writes or event streams at once (`SERVICE_UNAVAILABLE`); try again.',
   505: 'The request line names a major version of HTTP other than 1, or is the HTTP/2 preface while HTTP/2 is off (`HTTP_VERSION_NOT_SUPPORTED`); the connection closes.',
 } as const;

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { connect } from 'node:net';
 import { after, before, describe, it } from 'node:test';
+import { gzipSync } from 'node:zlib';
 import { assertEnvelope, type ListeningApp, type LogCapture, listening } from './helpers.js';
 import { connectTo, type RawResponse, ResponseReader } from './raw-http.js';
 
@@ -119,6 +120,36 @@ for (const http2 of [false, true]) {
       }
     });
 
+    it('answers a Transfer-Encoding whose last coding is not chunked with 400, then closes (RFC 9112, 6.3): the body has no length', async () => {
+      // Node's parser takes the headers of these, then fails on the first byte of the body.
+      for (const coding of ['gzip', 'chunked;q=1', 'gzip, chunked;a=b', '"chunked"', 'chunked ;x']) {
+        const res = await lastAnswer(
+          server.port,
+          `POST /api/echo HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: ${coding}\r\n\r\n7\r\n{"a":1}\r\n0\r\n\r\n${get('/api/hello')}`,
+        );
+        const error = assertError(res, 400, 'BAD_REQUEST');
+        assert.equal(
+          error.message,
+          `Transfer-Encoding: ${coding} does not end in chunked, so the body's length cannot be told.`,
+          coding,
+        );
+      }
+    });
+
+    it('answers a request once when its body, malformed, comes after its answer (a 404 or 405 given before the body), then closes', async () => {
+      for (const [path, status, code] of [
+        ['/api/nope', 404, 'NOT_FOUND'],
+        ['/api/hello', 405, 'METHOD_NOT_ALLOWED'],
+      ] as const) {
+        const reader = await send(
+          server.port,
+          `POST ${path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n${get('/api/hello')}`,
+        );
+        assertError(await reader.next(), status, code);
+        await reader.closed();
+      }
+    });
+
     it('still answers Expect: 100-continue with 100 Continue, then the answer', async () => {
       const reader = await send(
         server.port,
@@ -150,6 +181,69 @@ for (const http2 of [false, true]) {
       const res = await lastAnswer(server.port, upgrade + get('/healthz'));
       assert.equal(res.status, 200);
       assert.match(res.text, HELLO);
+    });
+
+    it('reads the body of a request to switch protocols by its Content-Length, as curl --http2 -d sends it, then closes', async () => {
+      const upgrade = (body: string, more = '') =>
+        `POST /api/echo HTTP/1.1\r\nHost: x\r\nConnection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAAQCAAAAAAIAAAAA\r\n${more}Content-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n`;
+      // In the write of the headers, with a request pipelined after it (which goes unread).
+      const whole = await lastAnswer(server.port, `${upgrade('{"a":1}')}{"a":1}${get('/healthz')}`);
+      assert.equal(whole.status, 200);
+      assert.match(whole.text, /^\{"received":\{"a":1\},"echo":true,"timestamp":"[^"]+"\}$/);
+      // After the headers, in two writes.
+      const reader = await send(server.port, upgrade('{"b":"é"}'));
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      reader.socket.write('{"b":');
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      reader.socket.write('"é"}');
+      const split = await reader.next();
+      assert.equal(split.status, 200);
+      assert.deepEqual(split.json().received, { b: 'é' });
+      await reader.closed();
+      // Read as any body: its JSON judged, its coding decoded.
+      assertError(await lastAnswer(server.port, `${upgrade('{')}{`), 400, 'MALFORMED_JSON');
+      const gzipped = gzipSync('{"c":3}');
+      const coded = await lastAnswer(
+        server.port,
+        Buffer.concat([
+          Buffer.from(upgrade('x'.repeat(gzipped.length), 'Content-Encoding: gzip\r\n'), 'latin1'),
+          gzipped,
+        ]),
+      );
+      assert.equal(coded.status, 200);
+      assert.deepEqual(coded.json().received, { c: 3 });
+    });
+
+    it('meets an Expect of a request to switch protocols as of any other: 100 Continue, or 417', async () => {
+      const head = (expect: string) =>
+        `POST /api/echo HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: h2c\r\nExpect: ${expect}\r\nContent-Type: application/json\r\nContent-Length: 7\r\n\r\n`;
+      const reader = await send(server.port, head('100-continue'));
+      assert.equal((await reader.next()).status, 100);
+      reader.socket.write('{"a":1}');
+      const res = await reader.next();
+      assert.equal(res.status, 200);
+      assert.deepEqual(res.json().received, { a: 1 });
+      await reader.closed();
+      const refused = await lastAnswer(server.port, `${head('bogus')}{"a":1}`);
+      assertError(refused, 417, 'EXPECTATION_FAILED');
+    });
+
+    it('answers a chunked body on a request to switch protocols with 501, and one cut short with 400, then closes', async () => {
+      const head =
+        'POST /api/echo HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: h2c\r\nContent-Type: application/json\r\n';
+      const chunked = await lastAnswer(
+        server.port,
+        `${head}Transfer-Encoding: chunked\r\n\r\n7\r\n{"a":1}\r\n0\r\n\r\n`,
+      );
+      const error = assertError(chunked, 501, 'NOT_IMPLEMENTED');
+      assert.equal(
+        error.message,
+        'A chunked body on a request that asks to switch protocols is not read; send it with Content-Length.',
+      );
+      const reader = await send(server.port, `${head}Content-Length: 7\r\n\r\n{"a"`);
+      reader.socket.end();
+      const cut = assertError(await reader.next(), 400, 'BAD_REQUEST');
+      assert.equal(cut.message, 'The request body was not received whole.');
     });
 
     it('answers an HTTP/2 connection preface and other major versions with 505 HTTP_VERSION_NOT_SUPPORTED', async () => {
@@ -374,6 +468,17 @@ for (const http2 of [false, true]) {
       assertError(res, 405, 'METHOD_NOT_ALLOWED');
       assert.equal(res.headers.allow, 'GET, HEAD, POST, PUT, PATCH');
       await allClosed(started, REQUEST_TIMEOUT_MS + 3_000);
+      reader.socket.destroy();
+    });
+
+    it('answers 408 to a request to switch protocols whose body does not come within REQUEST_TIMEOUT_MS, then closes', async () => {
+      const started = performance.now();
+      const reader = drippingClient(
+        'POST /api/echo HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: h2c\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{',
+      );
+      assertError(await reader.next(REQUEST_TIMEOUT_MS + 3_000), 408, 'REQUEST_TIMEOUT');
+      const elapsed = await allClosed(started, 2 * REQUEST_TIMEOUT_MS + 3_000);
+      assert.ok(elapsed >= REQUEST_TIMEOUT_MS - 50, `closed after ${elapsed} ms`);
       reader.socket.destroy();
     });
 

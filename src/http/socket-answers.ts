@@ -159,11 +159,20 @@ export class SocketAnswers {
     // A client gone meanwhile (ECONNRESET) is no error of the service's: the socket may come from an
     // owner that no longer listens (Node after CONNECT, the read-ahead of the HTTP/2 preface).
     socket.on('error', ignoreError);
+    const limitMs = app.server.requestTimeout;
+    const read = (socket as HttpSocket)._httpMessage;
+    if (read != null && !read.req.complete && read.headersSent) {
+      // The request being read was answered before its body (a 404, 405 or 413): a second answer
+      // would be taken for the next request's, so the connection only closes once the first is sent.
+      if (read.writableFinished) lingerThenClose(socket, limitMs);
+      else read.once('finish', () => lingerThenClose(socket, limitMs));
+      return;
+    }
     const status = error.statusCode;
     app.log.info({ request_id: id, status, reason }, 'client error');
     const body = JSON.stringify(envelope(error, id));
     const own = Object.entries(error.headers).map(([name, value]) => `${name}: ${value}\r\n`);
-    afterOwedResponses(socket, app.server.requestTimeout, () => {
+    afterOwedResponses(socket, limitMs, () => {
       if (!socket.writable) {
         socket.destroy();
         return;
@@ -177,7 +186,7 @@ export class SocketAnswers {
           'Connection: close\r\n\r\n' +
           body,
       );
-      lingerThenClose(socket, app.server.requestTimeout);
+      lingerThenClose(socket, limitMs);
     });
   }
 }

@@ -1,8 +1,9 @@
 import { type IncomingMessage, type ServerOptions, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { Readable } from 'node:stream';
+import type { FastifyInstance, FastifyReply, FastifyRequest, RequestPayload } from 'fastify';
 import fp from 'fastify-plugin';
-import { type ApiError, apiError, type ErrorDetail, unsupportedVersion, validationError } from '../errors.js';
+import { ApiError, apiError, type ErrorDetail, unsupportedVersion, validationError } from '../errors.js';
 import { lingerThenClose } from '../lib/linger.js';
 
 /**
@@ -29,6 +30,9 @@ const SINGLE_FIELDS = [
 
 /** The one transfer coding the service reads: chunked alone. */
 const CHUNKED = /^[ \t]*chunked[ \t]*$/i;
+
+/** A Transfer-Encoding whose last coding is chunked, as Node's parser reads it: it then reads the chunks. */
+const CHUNKED_LAST = /(?:^|,)[ \t]*chunked[ \t]*$/i;
 
 /** Every value given for a field, in order. */
 function fieldValues(request: IncomingMessage, name: string): string[] {
@@ -89,6 +93,18 @@ function refusal(request: FastifyRequest, unmet: WeakSet<IncomingMessage>): ApiE
   // service, which decodes no transfer coding; read as is, the body would be taken for plain.
   const coding = headers['transfer-encoding'];
   if (coding !== undefined && raw.httpVersionMajor === 1 && !CHUNKED.test(coding)) {
+    // Without chunked last, nothing tells where the body ends (RFC 9112, 6.3): Node's parser fails
+    // on its first byte, so the connection cannot go on.
+    if (!CHUNKED_LAST.test(coding)) {
+      return apiError(
+        400,
+        `Transfer-Encoding: ${coding} does not end in chunked, so the body's length cannot be told.`,
+        [],
+        {
+          connection: 'close',
+        },
+      );
+    }
     return apiError(
       501,
       `Transfer-Encoding: ${coding} is not implemented; the one transfer coding this service reads is chunked.`,
@@ -105,15 +121,106 @@ function refusal(request: FastifyRequest, unmet: WeakSet<IncomingMessage>): ApiE
 
 const UPGRADE = /upgrade/i;
 
+/** An Expect that Node meets by itself, as its server tells it. */
+const CONTINUE = /(?:^|\W)100-continue(?:$|\W)/i;
+
+const BODY_CUT_SHORT = 'The request body was not received whole.';
+
 /**
- * A request that asks to switch protocols (Upgrade, with Connection: upgrade) is answered in
- * HTTP/1.1 and the connection closed after it, unless a WebSocket route switches it: Node's parser
- * has let go of the connection, and nothing after the request is read as HTTP.
+ * The body of a request that asks to switch protocols, `length` bytes by its Content-Length: Node's
+ * parser let go of the connection at the end of the headers, so the body is read from the socket,
+ * within `limitMs` of the first read (else a 408). What follows it stays on the socket, unread.
  */
-function closeAfterUpgradeRequest(request: FastifyRequest, reply: FastifyReply): void {
-  if (request.headers.upgrade !== undefined && UPGRADE.test(request.headers.connection ?? '')) {
-    reply.header('connection', 'close');
+class UpgradeRequestBody extends Readable {
+  #left: number;
+  #timer: NodeJS.Timeout | undefined;
+  readonly #socket: Socket;
+  readonly #limitMs: number;
+  /** Called at the first read: the 100 Continue a client that expects it waits for. */
+  readonly #onFirstRead: () => void;
+
+  constructor(socket: Socket, length: number, limitMs: number, onFirstRead: () => void) {
+    super();
+    this.#socket = socket;
+    this.#left = length;
+    this.#limitMs = limitMs;
+    this.#onFirstRead = onFirstRead;
+    // Its reader takes its errors; one that comes when nobody reads is no crash.
+    this.on('error', () => {});
   }
+
+  override _read(): void {
+    if (this.#timer === undefined) {
+      this.#timer = setTimeout(() => this.destroy(apiError(408)), this.#limitMs);
+      this.#socket.on('data', this.#data);
+      this.#socket.once('end', this.#cut);
+      this.#socket.once('close', this.#cut);
+      this.#onFirstRead();
+    }
+    this.#socket.resume();
+  }
+
+  readonly #data = (chunk: Buffer): void => {
+    const body = chunk.subarray(0, this.#left);
+    this.#left -= body.length;
+    if (this.#left > 0) {
+      if (!this.push(body)) this.#socket.pause();
+      return;
+    }
+    this.#stop();
+    this.#socket.pause();
+    if (chunk.length > body.length) this.#socket.unshift(chunk.subarray(body.length));
+    this.push(body);
+    this.push(null);
+  };
+
+  readonly #cut = (): void => {
+    this.destroy(apiError(400, BODY_CUT_SHORT));
+  };
+
+  #stop(): void {
+    clearTimeout(this.#timer);
+    this.#socket.off('data', this.#data);
+    this.#socket.off('end', this.#cut);
+    this.#socket.off('close', this.#cut);
+  }
+
+  override _destroy(error: Error | null, callback: (error?: Error | null) => void): void {
+    this.#stop();
+    callback(error);
+  }
+}
+
+/** Whether a request asks to switch protocols (Upgrade, with Connection: upgrade). */
+function asksToSwitch({ headers }: FastifyRequest): boolean {
+  return headers.upgrade !== undefined && UPGRADE.test(headers.connection ?? '');
+}
+
+/**
+ * The body of a request that asks to switch protocols, which `curl --http2 -d` sends: Node's parser
+ * let go of the connection at the end of the headers, so it comes from the socket (`socket`, for a
+ * request that came so); a chunked one, which would need a parser of its own, is refused.
+ */
+function switchingRequestBody(
+  request: FastifyRequest,
+  reply: FastifyReply,
+  payload: RequestPayload,
+  socket: Socket | undefined,
+): ApiError | RequestPayload {
+  const { headers } = request;
+  if (socket === undefined) return payload;
+  if (headers['transfer-encoding'] !== undefined) {
+    return apiError(
+      501,
+      'A chunked body on a request that asks to switch protocols is not read; send it with Content-Length.',
+    );
+  }
+  const length = Number(headers['content-length'] ?? 0);
+  if (length === 0) return payload;
+  const expectsContinue = CONTINUE.test(headers.expect ?? '');
+  return new UpgradeRequestBody(socket, length, request.server.server.requestTimeout, () => {
+    if (expectsContinue) reply.raw.writeContinue();
+  });
 }
 
 export const httpGuardPlugin = fp(
@@ -128,19 +235,31 @@ export const httpGuardPlugin = fp(
     // A request that asks to switch protocols comes here with its connection, which Node's parser
     // has let go of; it is served as any other request (in its turn, every hook run), on a response
     // of its own, and the connection closes once it is answered, unless a WebSocket route took it.
+    const upgraded = new WeakMap<IncomingMessage, Socket>();
     app.server.on('upgrade', (request: IncomingMessage, socket: Socket, head: Buffer) => {
       // Node took its own error listener away with the connection: a client reset is no crash.
       socket.on('error', () => socket.destroy());
-      // Bytes sent after the request, the first frames of a WebSocket, are read by its reader.
+      // Bytes sent after the request, its body or the first frames of a WebSocket, are read by their reader.
       if (head.length > 0) socket.unshift(head);
+      upgraded.set(request, socket);
+      // Node checks no Expect of such a request: one it would not meet is refused as any other.
+      const { expect } = request.headers;
+      if (expect !== undefined && request.httpVersionMinor === 1 && !CONTINUE.test(expect)) unmet.add(request);
       const response = new ServerResponse(request);
       response.assignSocket(socket);
       response.once('finish', () => lingerThenClose(socket, app.server.requestTimeout));
       app.server.emit('request', request, response);
     });
     app.addHook('preParsing', (request, reply, payload, done) => {
-      closeAfterUpgradeRequest(request, reply);
-      done(refusal(request, unmet), payload);
+      const switching = asksToSwitch(request);
+      // Answered in HTTP/1.1, and the connection closed after it unless a WebSocket route switches
+      // it: Node's parser has let go of it, and nothing after the request is read as HTTP.
+      if (switching) reply.header('connection', 'close');
+      const refused = refusal(request, unmet);
+      if (refused !== null || !switching) return done(refused, payload);
+      const body = switchingRequestBody(request, reply, payload, upgraded.get(request.raw));
+      if (body instanceof ApiError) return done(body, payload);
+      done(null, body);
     });
   },
   { name: 'http-guard', dependencies: ['errors'] },

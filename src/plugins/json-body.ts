@@ -1,4 +1,3 @@
-import type { IncomingMessage } from 'node:http';
 import type { Http2ServerRequest } from 'node:http2';
 import { Readable, type Transform } from 'node:stream';
 import { errorCodes, type FastifyInstance, type FastifyRequest, type preParsingHookHandler } from 'fastify';
@@ -97,11 +96,12 @@ class DecodedBody extends Readable {
   receivedEncodedLength = 0;
   #decodedLength = 0;
   #started = false;
-  readonly #raw: IncomingMessage;
+  /** The body as it comes: the request itself, or what an earlier hook made of it. */
+  readonly #raw: NodeJS.ReadableStream;
   readonly #decoders: { coding: string; decoder: Transform }[];
   readonly #limit: number;
 
-  constructor(raw: IncomingMessage, codings: readonly string[], limit: number) {
+  constructor(raw: NodeJS.ReadableStream, codings: readonly string[], limit: number) {
     super();
     this.#raw = raw;
     this.#limit = limit;
@@ -176,7 +176,7 @@ const decodedBody: preParsingHookHandler = (request, _reply, payload, done) => {
   if (codings.length > MAX_CODINGS) {
     return done(unsupportedContentCoding(header, DECODED, `at most ${MAX_CODINGS} codings are decoded`));
   }
-  const body = new DecodedBody(request.raw as IncomingMessage, codings, request.routeOptions.bodyLimit);
+  const body = new DecodedBody(payload, codings, request.routeOptions.bodyLimit);
   // Fastify listens for errors only once it reads; until then one must not be thrown.
   body.on('error', () => {});
   done(null, body);

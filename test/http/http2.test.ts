@@ -336,7 +336,7 @@ describe('HTTP/2 with prior knowledge beside HTTP/1.1 on one port', () => {
     ]);
   });
 
-  it('speaks HTTP/2 to curl --http2-prior-knowledge, and HTTP/1.1 to curl --http2 (Upgrade: h2c is not taken)', {
+  it('speaks HTTP/2 to curl --http2-prior-knowledge, and HTTP/1.1 to curl --http2 (Upgrade: h2c is not taken), a body included', {
     skip: CURL_SKIP,
   }, async () => {
     const format = ['-s', '-o', '/dev/null', '-w', '%{http_version} %{http_code}'];
@@ -344,6 +344,10 @@ describe('HTTP/2 with prior knowledge beside HTTP/1.1 on one port', () => {
     assert.equal(prior.stdout, '2 200', prior.stderr);
     const upgrade = await run('curl', [...format, '--http2', `${server.origin}/api/hello`]);
     assert.equal(upgrade.stdout, '1.1 200', upgrade.stderr);
+    // With a body, which comes after the headers of the request that asks to switch.
+    const post = ['--http2', '-H', 'content-type: application/json', '-d', '{"a":1}', `${server.origin}/api/echo`];
+    const posted = await run('curl', ['-s', '-w', ' %{http_version} %{http_code}', ...post]);
+    assert.match(posted.stdout, /^\{"received":\{"a":1\},"echo":true,"timestamp":"[^"]+"\} 1\.1 200$/, posted.stderr);
   });
 
   it('serves h2load: 2000 requests over 4 connections of 10 streams each, every one 200', {
