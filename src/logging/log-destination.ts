@@ -1,5 +1,6 @@
-import { fstatSync } from 'node:fs';
+import { closeSync, constants, fstatSync, openSync, writeSync } from 'node:fs';
 import { Socket } from 'node:net';
+import { isatty } from 'node:tty';
 import { destination } from 'pino';
 
 /** Standard output for log lines, written asynchronously: see `logDestination`. */
@@ -25,6 +26,10 @@ const MAX_BYTES_PER_UNIT = 3;
 /** The most bytes of lines handed over and not yet written: a batch that would go beyond is dropped. */
 export const MAX_PENDING_BYTES = 4 * 1024 * 1024;
 const NEWLINE = 0x0a;
+/** How soon a terminal that took bytes, then no more, is written again: it is being read. */
+const TERMINAL_READ_RETRY_MS = 1;
+/** How long a terminal that took nothing is left before it is written again. */
+const TERMINAL_STALLED_RETRY_MS = 20;
 
 /** Where the batches go, telling as they leave. */
 interface Sink {
@@ -42,7 +47,7 @@ interface SinkEvents {
  * A pipe or a socket, written by libuv without blocking as its reader takes the bytes: a reader
  * that never reads holds no thread of the pool, which an exit would wait for forever. (libuv makes
  * the descriptor non-blocking, as Node does for `process.stdout` on a pipe.) A terminal, which a
- * socket cannot take, stays with SonicBoom.
+ * socket cannot take, has `terminalSink`.
  */
 function streamSink(fd: number, { written, failed }: SinkEvents): Sink {
   const socket = new Socket({ fd, readable: false, writable: true });
@@ -61,7 +66,83 @@ function streamSink(fd: number, { written, failed }: SinkEvents): Sink {
   };
 }
 
-/** A file or a terminal, written by pino's SonicBoom. */
+/**
+ * A terminal, reopened as a file description of its own that never blocks, and written on the
+ * event loop as far as it takes the bytes, then again a moment later: a write that waits for a
+ * suspended terminal, on the event loop or in the thread pool, would hold the process forever.
+ * Undefined where the terminal cannot be reopened so (a system without /proc).
+ */
+function terminalSink(fd: number, { written, failed }: SinkEvents): Sink | undefined {
+  let own: number;
+  try {
+    own = openSync(`/proc/self/fd/${fd}`, constants.O_WRONLY | constants.O_NONBLOCK | constants.O_NOCTTY);
+  } catch {
+    return undefined;
+  }
+  const waiting: Buffer[] = [];
+  let writing = false;
+  let retry: NodeJS.Timeout | undefined;
+  let onWritten: (() => void) | undefined;
+  let closed = false;
+  /** Writes what waits until the terminal takes no more; the lines logged meanwhile are queued behind. */
+  const writeOut = (): void => {
+    clearTimeout(retry);
+    retry = undefined;
+    if (writing) return;
+    writing = true;
+    let progressed = false;
+    try {
+      for (let bytes = waiting[0]; bytes !== undefined; bytes = waiting[0]) {
+        const taken = takenBy(own, bytes);
+        if (taken === undefined) {
+          waiting.length = 0;
+          failed();
+          break;
+        }
+        if (taken === 0) {
+          retry = setTimeout(writeOut, progressed ? TERMINAL_READ_RETRY_MS : TERMINAL_STALLED_RETRY_MS);
+          return;
+        }
+        progressed = true;
+        if (taken < bytes.length) waiting[0] = bytes.subarray(taken);
+        else waiting.shift();
+        written(taken);
+      }
+      onWritten?.();
+    } finally {
+      writing = false;
+    }
+  };
+  return {
+    write: (bytes) => {
+      // Its descriptor closed, its number may be another file's by now.
+      if (closed) return failed();
+      waiting.push(bytes);
+      if (retry === undefined) writeOut();
+    },
+    flushSync: writeOut,
+    end: (onClosed) => {
+      onWritten = () => {
+        onWritten = undefined;
+        closed = true;
+        closeSync(own);
+        onClosed();
+      };
+      writeOut();
+    },
+  };
+}
+
+/** The bytes of `bytes` that `fd` takes now: 0 when it takes none, undefined when it cannot be written. */
+function takenBy(fd: number, bytes: Buffer): number | undefined {
+  try {
+    return writeSync(fd, bytes);
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'EAGAIN' ? 0 : undefined;
+  }
+}
+
+/** A file (or a terminal that cannot be reopened), written by pino's SonicBoom. */
 function fileSink(fd: number, { written, failed }: SinkEvents): Sink {
   const boom = destination({ dest: fd, sync: false, contentMode: 'buffer' });
   boom.on('write', written);
@@ -95,7 +176,8 @@ function countLines(bytes: Buffer): number {
  *
  * What is handed over and not yet written is bounded by `MAX_PENDING_BYTES`: a batch that does not
  * fit is dropped and its lines counted, so a reader that stalls costs lines, never memory. A pipe
- * or socket is written without blocking (`streamSink`); files and terminals take their bytes.
+ * or socket (`streamSink`) and a terminal (`terminalSink`) are written without blocking; files
+ * take their bytes.
  */
 export function logDestination(fd = 1): LogDestination {
   let pending = 0;
@@ -116,7 +198,10 @@ export function logDestination(fd = 1): LogDestination {
     },
   };
   const stat = fstatSync(fd);
-  const sink = stat.isFIFO() || stat.isSocket() ? streamSink(fd, events) : fileSink(fd, events);
+  const sink =
+    stat.isFIFO() || stat.isSocket()
+      ? streamSink(fd, events)
+      : ((isatty(fd) ? terminalSink(fd, events) : undefined) ?? fileSink(fd, events));
   let chunk = Buffer.allocUnsafeSlow(CHUNK_BYTES);
   let used = 0;
   let timer: NodeJS.Timeout | undefined;
