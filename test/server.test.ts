@@ -78,6 +78,11 @@ async function unreadTerminal(): Promise<UnreadLog> {
   return { path: terminal.path, close: () => terminal.close() };
 }
 
+/** A file whose every write fails: a disk that is full. */
+async function fullDisk(): Promise<UnreadLog> {
+  return { path: '/dev/full', close: async () => {} };
+}
+
 // biome-ignore lint/suspicious/noExplicitAny: a JSON body, whose shape each assertion checks
 async function get(port: number, path: string): Promise<{ status: number; body: any }> {
   // reset: no keep-alive socket is left behind in undici's pool.
@@ -299,10 +304,11 @@ describe('server process (dist/server.js)', { concurrency: 4 }, () => {
   });
 
   for (const [name, unreadLog] of [
-    ['a FIFO', unreadFifo],
-    ['a terminal', unreadTerminal],
+    ['a FIFO nobody reads', unreadFifo],
+    ['a terminal nobody reads', unreadTerminal],
+    ['a full disk (/dev/full: ENOSPC)', fullDisk],
   ] as const) {
-    it(`logging into ${name} nobody reads, under load: memory stays bounded, the drops are counted, SIGTERM exits in time`, {
+    it(`logging into ${name}, under load: memory stays bounded, the drops are counted, SIGTERM exits in time`, {
       timeout: 90_000,
     }, async () => {
       const log = await unreadLog();

@@ -1,7 +1,6 @@
-import { closeSync, constants, fstatSync, openSync, writeSync } from 'node:fs';
+import { closeSync, constants, fstatSync, openSync, write, writeSync } from 'node:fs';
 import { Socket } from 'node:net';
 import { isatty } from 'node:tty';
-import { destination } from 'pino';
 
 /** Standard output for log lines, written asynchronously: see `logDestination`. */
 export interface LogDestination {
@@ -142,18 +141,63 @@ function takenBy(fd: number, bytes: Buffer): number | undefined {
   }
 }
 
-/** A file (or a terminal that cannot be reopened), written by pino's SonicBoom. */
+/**
+ * A file (or a terminal that cannot be reopened), written in libuv's pool one batch at a time.
+ * A write that fails (ENOSPC: the disk is full) ends the writing: what waits is dropped, and
+ * nothing is tried again, at an exit least of all, which a write retried until it is taken would
+ * hold for ever.
+ */
 function fileSink(fd: number, { written, failed }: SinkEvents): Sink {
-  const boom = destination({ dest: fd, sync: false, contentMode: 'buffer' });
-  boom.on('write', written);
-  boom.on('error', failed);
+  const waiting: Buffer[] = [];
+  /** Whether `waiting[0]` is being written by the pool. */
+  let inPool = false;
+  let onWritten: (() => void) | undefined;
+  const fail = (): void => {
+    waiting.length = 0;
+    failed();
+  };
+  const next = (): void => {
+    const bytes = waiting[0];
+    if (bytes === undefined) {
+      onWritten?.();
+      return;
+    }
+    inPool = true;
+    write(fd, bytes, (error, taken) => {
+      inPool = false;
+      if (error !== null) fail();
+      else {
+        if (taken < bytes.length) waiting[0] = bytes.subarray(taken);
+        else waiting.shift();
+        written(taken);
+      }
+      // What `written` logged may have started the next write already.
+      if (!inPool) next();
+    });
+  };
   return {
-    // SonicBoom's types know only strings; in buffer mode it takes, and wants, bytes.
-    write: (bytes) => boom.write(bytes as unknown as string),
-    flushSync: () => boom.flushSync(),
+    write: (bytes) => {
+      waiting.push(bytes);
+      if (!inPool) next();
+    },
+    // The batch in the pool stays the pool's; those behind it are written now.
+    flushSync: () => {
+      for (const bytes of waiting.splice(inPool ? 1 : 0)) {
+        try {
+          for (let at = 0; at < bytes.length; ) at += writeSync(fd, bytes, at);
+        } catch {
+          fail();
+          return;
+        }
+        written(bytes.length);
+      }
+    },
     end: (onClosed) => {
-      boom.once('close', onClosed);
-      boom.end();
+      onWritten = () => {
+        onWritten = undefined;
+        onClosed();
+      };
+      if (!inPool) next();
     },
   };
 }
@@ -176,8 +220,8 @@ function countLines(bytes: Buffer): number {
  *
  * What is handed over and not yet written is bounded by `MAX_PENDING_BYTES`: a batch that does not
  * fit is dropped and its lines counted, so a reader that stalls costs lines, never memory. A pipe
- * or socket (`streamSink`) and a terminal (`terminalSink`) are written without blocking; files
- * take their bytes.
+ * or socket (`streamSink`) and a terminal (`terminalSink`) are written without blocking; a file
+ * (`fileSink`) in libuv's pool, until a write fails (a full disk), after which all is dropped.
  */
 export function logDestination(fd = 1): LogDestination {
   let pending = 0;

@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { closeSync, constants, openSync } from 'node:fs';
+import { closeSync, constants, openSync, readFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { Socket } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -120,6 +120,41 @@ describe('log destination: standard output as a pipe or a terminal', () => {
     const logs = logDestination(output.writerFd);
     await output.close();
     await assertAllDropped(logs);
+  });
+});
+
+describe('log destination: standard output as a file', () => {
+  let dir: string;
+  before(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'log-destination-'));
+  });
+  after(() => rm(dir, { recursive: true, force: true }));
+
+  it('every line, whole and in order, by the time end calls back', async () => {
+    const path = join(dir, 'log');
+    const fd = openSync(path, 'w');
+    try {
+      const logs = logDestination(fd);
+      const lines = Array.from({ length: 20_000 }, (_, i) => `{"n":${i}}\n`);
+      for (const [i, line] of lines.entries()) {
+        logs.stream.write(line);
+        if (i % 5_000 === 0) await sleep(20);
+      }
+      await new Promise<void>((resolve) => logs.end(resolve));
+      assert.equal(logs.droppedLines(), 0);
+      assert.ok(readFileSync(path, 'utf8') === lines.join(''), 'the lines as written');
+    } finally {
+      closeSync(fd);
+    }
+  });
+
+  it('a full disk (ENOSPC): every line dropped and counted, nothing thrown, and flushSync and end return', async () => {
+    const fd = openSync('/dev/full', 'w');
+    try {
+      await assertAllDropped(logDestination(fd));
+    } finally {
+      closeSync(fd);
+    }
   });
 });
 
