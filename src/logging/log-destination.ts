@@ -151,8 +151,10 @@ function fileSink(fd: number, { written, failed }: SinkEvents): Sink {
   const waiting: Buffer[] = [];
   /** Whether `waiting[0]` is being written by the pool. */
   let inPool = false;
+  let stopped = false;
   let onWritten: (() => void) | undefined;
   const fail = (): void => {
+    stopped = true;
     waiting.length = 0;
     failed();
   };
@@ -165,7 +167,8 @@ function fileSink(fd: number, { written, failed }: SinkEvents): Sink {
     inPool = true;
     write(fd, bytes, (error, taken) => {
       inPool = false;
-      if (error !== null) fail();
+      // A write refused meanwhile (by flushSync) stopped the writing, this batch's rest with it.
+      if (error !== null || stopped) fail();
       else {
         if (taken < bytes.length) waiting[0] = bytes.subarray(taken);
         else waiting.shift();
