@@ -1,4 +1,4 @@
-import { closeSync, constants, fstatSync, openSync, write, writeSync } from 'node:fs';
+import { closeSync, constants, fstatSync, openSync, readlinkSync, write, writeSync } from 'node:fs';
 import { Socket } from 'node:net';
 import { isatty } from 'node:tty';
 
@@ -69,12 +69,15 @@ function streamSink(fd: number, { written, failed }: SinkEvents): Sink {
  * A terminal, reopened as a file description of its own that never blocks, and written on the
  * event loop as far as it takes the bytes, then again a moment later: a write that waits for a
  * suspended terminal, on the event loop or in the thread pool, would hold the process forever.
- * Undefined where the terminal cannot be reopened so (a system without /proc).
+ * Undefined where the terminal cannot be reopened so (a system without /proc, a master side).
  */
 function terminalSink(fd: number, { written, failed }: SinkEvents): Sink | undefined {
+  const link = `/proc/self/fd/${fd}`;
   let own: number;
   try {
-    own = openSync(`/proc/self/fd/${fd}`, constants.O_WRONLY | constants.O_NONBLOCK | constants.O_NOCTTY);
+    // A pseudo-terminal's master side would open as a new terminal, which no one reads.
+    if (readlinkSync(link).endsWith('ptmx')) return undefined;
+    own = openSync(link, constants.O_WRONLY | constants.O_NONBLOCK | constants.O_NOCTTY);
   } catch {
     return undefined;
   }

@@ -108,6 +108,32 @@ describe('log destination: standard output as a pipe or a terminal', () => {
     });
   }
 
+  it("a pseudo-terminal's master side: the lines reach its other side, not a terminal of their own", async () => {
+    const module = new URL('../../src/logging/log-destination.ts', import.meta.url).href;
+    const writes = `import(${JSON.stringify(module)}).then(({ logDestination }) => { const logs = logDestination(); logs.stream.write(${JSON.stringify(LINE)}); logs.end(() => {}); })`;
+    // python3 hands the master side to a process logging one line, then reads the other side.
+    const script = [
+      'import os, pty, subprocess, sys, tty',
+      'm, s = pty.openpty()',
+      'tty.setraw(s)',
+      'subprocess.run(sys.argv[1:], stdout=m, check=True)',
+      'os.set_blocking(s, False)',
+      'sys.stdout.buffer.write(os.read(s, 65536))',
+    ].join('\n');
+    const { code, stdout, stderr } = await run('python3', [
+      '-c',
+      script,
+      process.execPath,
+      '--import',
+      'tsx',
+      '--input-type=module',
+      '-e',
+      writes,
+    ]);
+    assert.equal(code, 0, stderr);
+    assert.equal(stdout, LINE);
+  });
+
   it('a reader that is gone (EPIPE): every line after is dropped and counted, nothing thrown', async () => {
     const { readerFd, writerFd } = await fifo('gone');
     const logs = logDestination(writerFd);
