@@ -14,6 +14,7 @@ import { request } from 'undici';
 import { DEFAULT_CONFIG, SETTINGS } from '../src/config/index.js';
 import { VERSION } from '../src/version.js';
 import { assertEnvelope, samples, sendTo } from './helpers.js';
+import { pseudoTerminal } from './pseudo-terminal.js';
 import { connectTo, type HeldRequest, holdEchoRequest, type RawResponse, ResponseReader } from './raw-http.js';
 import { REDIS_SERVER_MISSING, REDIS_SKIP_REASON, RedisServer } from './redis-server.js';
 import { run } from './run-command.js';
@@ -48,6 +49,38 @@ const isShuttingDown = (signal: string) => (line: LogLine) => line.msg === 'shut
 function residentBytes(pid: number): number {
   const kb = /^VmRSS:\s+(\d+) kB$/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1];
   return Number(kb) * 1024;
+}
+
+/** A file to log into whose reader never reads, and how to let it go. */
+interface UnreadLog {
+  path: string;
+  close(): Promise<void>;
+}
+
+/** A FIFO held open for reading, never read: a log shipper that stalls. */
+async function unreadFifo(): Promise<UnreadLog> {
+  const dir = await mkdtemp(join(tmpdir(), 'stalled-log-'));
+  const path = join(dir, 'stdout');
+  assert.equal((await run('mkfifo', [path])).code, 0);
+  const readerFd = openSync(path, constants.O_RDONLY | constants.O_NONBLOCK);
+  return {
+    path,
+    close: async () => {
+      closeSync(readerFd);
+      await rm(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** A pseudo-terminal nobody reads: a suspended terminal. */
+async function unreadTerminal(): Promise<UnreadLog> {
+  const terminal = await pseudoTerminal();
+  return { path: terminal.path, close: () => terminal.close() };
+}
+
+/** A file whose every write fails: a disk that is full. */
+async function fullDisk(): Promise<UnreadLog> {
+  return { path: '/dev/full', close: async () => {} };
 }
 
 // biome-ignore lint/suspicious/noExplicitAny: a JSON body, whose shape each assertion checks
@@ -270,47 +303,49 @@ describe('server process (dist/server.js)', { concurrency: 4 }, () => {
     }
   });
 
-  it('logging into a FIFO nobody reads, under load: memory stays bounded, the drops are counted, SIGTERM exits in time', {
-    timeout: 90_000,
-  }, async () => {
-    const dir = await mkdtemp(join(tmpdir(), 'stalled-log-'));
-    const fifo = join(dir, 'stdout');
-    assert.equal((await run('mkfifo', [fifo])).code, 0);
-    const readerFd = openSync(fifo, constants.O_RDONLY | constants.O_NONBLOCK); // held open, never read
-    const timeoutMs = 2_000;
-    const server = await startServer({ SHUTDOWN_TIMEOUT_MS: String(timeoutMs), RATE_LIMIT_MAX: '0' }, [], {
-      logFile: fifo,
-    });
-    try {
-      const pid = server.child.pid ?? 0;
-      const rssBefore = residentBytes(pid);
-      // Lines of 8 KB (the URL is in each): 2,000 of them are four times what may wait to be written.
-      const origin = `http://127.0.0.1:${server.port}`;
-      const path = `/api/hello/${'x'.repeat(8_000)}`;
-      let left = 2_000;
-      await Promise.all(
-        Array.from({ length: 8 }, async () => {
-          for (; left > 0; left--) assert.equal((await sendTo(origin, { path })).status, 200);
-        }),
-      );
-      const growth = residentBytes(pid) - rssBefore;
-      assert.ok(growth < 64 * 1024 * 1024, `resident memory grew by ${Math.round(growth / 1024 / 1024)} MB`);
-      const metrics = await sendTo(origin, { path: '/metrics' });
-      const dropped = samples(metrics.text, 'log_lines_dropped_total').get('') ?? 0;
-      assert.ok(dropped > 1_000, `${dropped} lines dropped`);
+  for (const [name, unreadLog] of [
+    ['a FIFO nobody reads', unreadFifo],
+    ['a terminal nobody reads', unreadTerminal],
+    ['a full disk (/dev/full: ENOSPC)', fullDisk],
+  ] as const) {
+    it(`logging into ${name}, under load: memory stays bounded, the drops are counted, SIGTERM exits in time`, {
+      timeout: 90_000,
+    }, async () => {
+      const log = await unreadLog();
+      const timeoutMs = 2_000;
+      const server = await startServer({ SHUTDOWN_TIMEOUT_MS: String(timeoutMs), RATE_LIMIT_MAX: '0' }, [], {
+        logFile: log.path,
+      });
+      try {
+        const pid = server.child.pid ?? 0;
+        const rssBefore = residentBytes(pid);
+        // Lines of 8 KB (the URL is in each): 2,000 of them are four times what may wait to be written.
+        const origin = `http://127.0.0.1:${server.port}`;
+        const path = `/api/hello/${'x'.repeat(8_000)}`;
+        let left = 2_000;
+        await Promise.all(
+          Array.from({ length: 8 }, async () => {
+            for (; left > 0; left--) assert.equal((await sendTo(origin, { path })).status, 200);
+          }),
+        );
+        const growth = residentBytes(pid) - rssBefore;
+        assert.ok(growth < 64 * 1024 * 1024, `resident memory grew by ${Math.round(growth / 1024 / 1024)} MB`);
+        const metrics = await sendTo(origin, { path: '/metrics' });
+        const dropped = samples(metrics.text, 'log_lines_dropped_total').get('') ?? 0;
+        assert.ok(dropped > 1_000, `${dropped} lines dropped`);
 
-      const signalledAt = performance.now();
-      server.child.kill('SIGTERM');
-      const exit = await withTimeout(server.exited, timeoutMs + 5_000, 'exit after SIGTERM');
-      const tookMs = Math.round(exit.at - signalledAt);
-      assert.deepEqual(exitOf(exit), { code: 0, signal: null }, server.stderr());
-      assert.ok(tookMs < timeoutMs + 500, `exited ${tookMs} ms after SIGTERM, with a timeout of ${timeoutMs} ms`);
-    } finally {
-      server.kill();
-      closeSync(readerFd);
-      await rm(dir, { recursive: true, force: true });
-    }
-  });
+        const signalledAt = performance.now();
+        server.child.kill('SIGTERM');
+        const exit = await withTimeout(server.exited, timeoutMs + 5_000, 'exit after SIGTERM');
+        const tookMs = Math.round(exit.at - signalledAt);
+        assert.deepEqual(exitOf(exit), { code: 0, signal: null }, server.stderr());
+        assert.ok(tookMs < timeoutMs + 500, `exited ${tookMs} ms after SIGTERM, with a timeout of ${timeoutMs} ms`);
+      } finally {
+        server.kill();
+        await log.close();
+      }
+    });
+  }
 
   it('SIGINT shuts down like SIGTERM: exits 0', { timeout: 60_000 }, async () => {
     const server = await startServer({ SHUTDOWN_TIMEOUT_MS: '5000' });

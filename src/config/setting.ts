@@ -54,7 +54,7 @@ export function concern<S extends Settings>(definition: Concern<S>): Concern<S> 
 }
 
 /** The most characters of a refused value that its error line repeats: a value of any length is one short line. */
-const MAX_SHOWN_CHARACTERS = 100;
+export const MAX_SHOWN_CHARACTERS = 100;
 
 /** A refused value as its error line shows it: quoted, and past MAX_SHOWN_CHARACTERS cut, saying how long it was. */
 export function shown(value: string): string {

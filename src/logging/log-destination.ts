@@ -1,6 +1,6 @@
-import { fstatSync } from 'node:fs';
+import { closeSync, constants, fstatSync, openSync, readlinkSync, write, writeSync } from 'node:fs';
 import { Socket } from 'node:net';
-import { destination } from 'pino';
+import { isatty } from 'node:tty';
 
 /** Standard output for log lines, written asynchronously: see `logDestination`. */
 export interface LogDestination {
@@ -25,6 +25,10 @@ const MAX_BYTES_PER_UNIT = 3;
 /** The most bytes of lines handed over and not yet written: a batch that would go beyond is dropped. */
 export const MAX_PENDING_BYTES = 4 * 1024 * 1024;
 const NEWLINE = 0x0a;
+/** How soon a terminal that took bytes, then no more, is written again: it is being read. */
+const TERMINAL_READ_RETRY_MS = 1;
+/** How long a terminal that took nothing is left before it is written again. */
+const TERMINAL_STALLED_RETRY_MS = 20;
 
 /** Where the batches go, telling as they leave. */
 interface Sink {
@@ -42,7 +46,7 @@ interface SinkEvents {
  * A pipe or a socket, written by libuv without blocking as its reader takes the bytes: a reader
  * that never reads holds no thread of the pool, which an exit would wait for forever. (libuv makes
  * the descriptor non-blocking, as Node does for `process.stdout` on a pipe.) A terminal, which a
- * socket cannot take, stays with SonicBoom.
+ * socket cannot take, has `terminalSink`.
  */
 function streamSink(fd: number, { written, failed }: SinkEvents): Sink {
   const socket = new Socket({ fd, readable: false, writable: true });
@@ -61,18 +65,145 @@ function streamSink(fd: number, { written, failed }: SinkEvents): Sink {
   };
 }
 
-/** A file or a terminal, written by pino's SonicBoom. */
-function fileSink(fd: number, { written, failed }: SinkEvents): Sink {
-  const boom = destination({ dest: fd, sync: false, contentMode: 'buffer' });
-  boom.on('write', written);
-  boom.on('error', failed);
+/**
+ * A terminal, reopened as a file description of its own that never blocks, and written on the
+ * event loop as far as it takes the bytes, then again a moment later: a write that waits for a
+ * suspended terminal, on the event loop or in the thread pool, would hold the process forever.
+ * Undefined where the terminal cannot be reopened so (a system without /proc, a master side).
+ */
+function terminalSink(fd: number, { written, failed }: SinkEvents): Sink | undefined {
+  const link = `/proc/self/fd/${fd}`;
+  let own: number;
+  try {
+    // A pseudo-terminal's master side would open as a new terminal, which no one reads.
+    if (readlinkSync(link).endsWith('ptmx')) return undefined;
+    own = openSync(link, constants.O_WRONLY | constants.O_NONBLOCK | constants.O_NOCTTY);
+  } catch {
+    return undefined;
+  }
+  const waiting: Buffer[] = [];
+  let writing = false;
+  let retry: NodeJS.Timeout | undefined;
+  let onWritten: (() => void) | undefined;
+  let closed = false;
+  /** Writes what waits until the terminal takes no more; the lines logged meanwhile are queued behind. */
+  const writeOut = (): void => {
+    clearTimeout(retry);
+    retry = undefined;
+    if (writing) return;
+    writing = true;
+    let progressed = false;
+    try {
+      for (let bytes = waiting[0]; bytes !== undefined; bytes = waiting[0]) {
+        const taken = takenBy(own, bytes);
+        if (taken === undefined) {
+          waiting.length = 0;
+          failed();
+          break;
+        }
+        if (taken === 0) {
+          retry = setTimeout(writeOut, progressed ? TERMINAL_READ_RETRY_MS : TERMINAL_STALLED_RETRY_MS);
+          return;
+        }
+        progressed = true;
+        if (taken < bytes.length) waiting[0] = bytes.subarray(taken);
+        else waiting.shift();
+        written(taken);
+      }
+      onWritten?.();
+    } finally {
+      writing = false;
+    }
+  };
   return {
-    // SonicBoom's types know only strings; in buffer mode it takes, and wants, bytes.
-    write: (bytes) => boom.write(bytes as unknown as string),
-    flushSync: () => boom.flushSync(),
+    write: (bytes) => {
+      // Its descriptor closed, its number may be another file's by now.
+      if (closed) return failed();
+      waiting.push(bytes);
+      if (retry === undefined) writeOut();
+    },
+    flushSync: writeOut,
     end: (onClosed) => {
-      boom.once('close', onClosed);
-      boom.end();
+      onWritten = () => {
+        onWritten = undefined;
+        closed = true;
+        closeSync(own);
+        onClosed();
+      };
+      writeOut();
+    },
+  };
+}
+
+/** The bytes of `bytes` that `fd` takes now: 0 when it takes none, undefined when it cannot be written. */
+function takenBy(fd: number, bytes: Buffer): number | undefined {
+  try {
+    return writeSync(fd, bytes);
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'EAGAIN' ? 0 : undefined;
+  }
+}
+
+/**
+ * A file (or a terminal that cannot be reopened), written in libuv's pool one batch at a time.
+ * A write that fails (ENOSPC: the disk is full) ends the writing: what waits is dropped, and
+ * nothing is tried again, at an exit least of all, which a write retried until it is taken would
+ * hold for ever.
+ */
+function fileSink(fd: number, { written, failed }: SinkEvents): Sink {
+  const waiting: Buffer[] = [];
+  /** Whether `waiting[0]` is being written by the pool. */
+  let inPool = false;
+  let stopped = false;
+  let onWritten: (() => void) | undefined;
+  const fail = (): void => {
+    stopped = true;
+    waiting.length = 0;
+    failed();
+  };
+  const next = (): void => {
+    const bytes = waiting[0];
+    if (bytes === undefined) {
+      onWritten?.();
+      return;
+    }
+    inPool = true;
+    write(fd, bytes, (error, taken) => {
+      inPool = false;
+      // A write refused meanwhile (by flushSync) stopped the writing, this batch's rest with it.
+      if (error !== null || stopped) fail();
+      else {
+        if (taken < bytes.length) waiting[0] = bytes.subarray(taken);
+        else waiting.shift();
+        written(taken);
+      }
+      // What `written` logged may have started the next write already.
+      if (!inPool) next();
+    });
+  };
+  return {
+    write: (bytes) => {
+      waiting.push(bytes);
+      if (!inPool) next();
+    },
+    // The batch in the pool stays the pool's; those behind it are written now.
+    flushSync: () => {
+      for (const bytes of waiting.splice(inPool ? 1 : 0)) {
+        try {
+          for (let at = 0; at < bytes.length; ) at += writeSync(fd, bytes, at);
+        } catch {
+          fail();
+          return;
+        }
+        written(bytes.length);
+      }
+    },
+    end: (onClosed) => {
+      onWritten = () => {
+        onWritten = undefined;
+        onClosed();
+      };
+      if (!inPool) next();
     },
   };
 }
@@ -95,7 +226,8 @@ function countLines(bytes: Buffer): number {
  *
  * What is handed over and not yet written is bounded by `MAX_PENDING_BYTES`: a batch that does not
  * fit is dropped and its lines counted, so a reader that stalls costs lines, never memory. A pipe
- * or socket is written without blocking (`streamSink`); files and terminals take their bytes.
+ * or socket (`streamSink`) and a terminal (`terminalSink`) are written without blocking; a file
+ * (`fileSink`) in libuv's pool, until a write fails (a full disk), after which all is dropped.
  */
 export function logDestination(fd = 1): LogDestination {
   let pending = 0;
@@ -116,7 +248,10 @@ export function logDestination(fd = 1): LogDestination {
     },
   };
   const stat = fstatSync(fd);
-  const sink = stat.isFIFO() || stat.isSocket() ? streamSink(fd, events) : fileSink(fd, events);
+  const sink =
+    stat.isFIFO() || stat.isSocket()
+      ? streamSink(fd, events)
+      : ((isatty(fd) ? terminalSink(fd, events) : undefined) ?? fileSink(fd, events));
   let chunk = Buffer.allocUnsafeSlow(CHUNK_BYTES);
   let used = 0;
   let timer: NodeJS.Timeout | undefined;

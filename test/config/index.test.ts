@@ -449,9 +449,28 @@ describe('loadConfig', () => {
   });
 
   it('rejects unknown flags and stray arguments', () => {
-    assert.throws(() => loadConfig(['--nope'], {}), ConfigError);
+    assert.throws(() => loadConfig(['--nope'], {}), new ConfigError("Unknown option '--nope'"));
     assert.throws(() => loadConfig(['serve'], {}), ConfigError);
     assert.throws(() => loadConfig(['--port'], {}), ConfigError);
+  });
+
+  it('repeats at most 100 characters of an unknown flag or a stray argument in its line', () => {
+    const long = 'x'.repeat(100_000);
+    assert.throws(
+      () => loadConfig([`--${long}`], {}),
+      new ConfigError(`Unknown option "--${'x'.repeat(98)}"… (100002 characters)`),
+    );
+    assert.throws(
+      () => loadConfig([`--${long}=1`], {}),
+      new ConfigError(`Unknown option "--${'x'.repeat(98)}"… (100002 characters)`),
+    );
+    assert.throws(
+      () => loadConfig([long], {}),
+      (error: Error) =>
+        error instanceof ConfigError &&
+        error.message.startsWith(`Unexpected argument "${'x'.repeat(100)}"… (100000 characters)`) &&
+        error.message.length < 300,
+    );
   });
 });
 
