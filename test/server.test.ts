@@ -167,9 +167,9 @@ describe('server process (dist/server.js)', { concurrency: 4 }, () => {
   });
 
   // What a load balancer holds open to every instance at a rolling restart: connections it opened
-  // ahead of need, and kept-alive ones between requests.
-  for (const [name, open] of [
-    ['a connection that has not sent a byte', async (port: number) => new ResponseReader(await connectTo(port))],
+  // ahead of need, and kept-alive ones between requests; and a client that began the HTTP/2 preface.
+  for (const [name, open, env] of [
+    ['a connection that has not sent a byte', async (port: number) => new ResponseReader(await connectTo(port)), {}],
     [
       'a kept-alive connection idle after its response',
       async (port: number) => {
@@ -178,11 +178,21 @@ describe('server process (dist/server.js)', { concurrency: 4 }, () => {
         assert.equal((await reader.next()).status, 200);
         return reader;
       },
+      {},
+    ],
+    [
+      'a connection that has sent part of the HTTP/2 preface (HTTP2 in cleartext)',
+      async (port: number) => {
+        const reader = new ResponseReader(await connectTo(port));
+        reader.socket.write('PRI * HTTP/2');
+        return reader;
+      },
+      { HTTP2: 'true' },
     ],
   ] as const) {
     it(`SIGTERM: ${name} is closed at once, and the process exits 0`, { timeout: 60_000 }, async () => {
       const timeoutMs = 5_000;
-      const server = await startServer({ SHUTDOWN_TIMEOUT_MS: String(timeoutMs) });
+      const server = await startServer({ SHUTDOWN_TIMEOUT_MS: String(timeoutMs), ...env });
       let reader: ResponseReader | undefined;
       try {
         reader = await open(server.port);
