@@ -127,12 +127,40 @@ function divertHttp2(server: HttpServer | HttpsServer, sessions: Http2Sessions, 
   }
   // Closing the server (shutdown) sends each session its GOAWAY, and closes the connections still
   // sending the preface: no request is on them, and a session would be refused any.
-  const close = server.close;
-  server.close = function (this: typeof server, callback?: (error?: Error) => void) {
+  beforeClose(server, () => {
     sessions.close();
     for (const socket of sniffing) socket.destroy();
+  });
+}
+
+/** Runs `first` when the server is closed (shutdown), before Node's own close. */
+function beforeClose(server: HttpServer | HttpsServer, first: () => void): void {
+  const close = server.close;
+  server.close = function (this: typeof server, callback?: (error?: Error) => void) {
+    first();
     return close.call(this, callback);
   } as typeof server.close;
+}
+
+/**
+ * Closes, when the server is closed (shutdown), the connections still in their TLS handshake: no
+ * request is on them, and each would hold the shutdown up until its handshake timeout. A
+ * connection is known by its client's address and port, which the TLS socket made of it shares.
+ */
+function closeHandshakesOnClose(server: HttpsServer): void {
+  const handshaking = new Map<string, Socket>();
+  const key = (socket: Socket) => `${socket.remoteAddress}:${socket.remotePort}`;
+  server.on('connection', (socket: Socket) => {
+    const at = key(socket);
+    handshaking.set(at, socket);
+    socket.once('close', () => {
+      if (handshaking.get(at) === socket) handshaking.delete(at);
+    });
+  });
+  server.on('secureConnection', (socket: TLSSocket) => handshaking.delete(key(socket)));
+  beforeClose(server, () => {
+    for (const socket of handshaking.values()) socket.destroy();
+  });
 }
 
 /**
@@ -166,6 +194,7 @@ export function protocolServerFactory(options: ProtocolOptions): FastifyServerFa
       // client errors, whose answers are HTTP text.
       server.removeAllListeners('tlsClientError');
       server.on('tlsClientError', (_error: Error, socket: TLSSocket) => socket.destroy());
+      closeHandshakesOnClose(server as HttpsServer);
     }
     if (options.http2) {
       const sessions = new Http2Sessions(serve, {
