@@ -13,6 +13,7 @@ import { SocketAnswers } from './http/socket-answers.js';
 import { WebSocketEcho } from './http/websockets.js';
 import { apiPathTest } from './lib/api-path.js';
 import { CODINGS } from './lib/content-coding.js';
+import { closingUnreadResponses } from './lib/linger.js';
 import { SchemaCode } from './lib/schema-code.js';
 import { RequestLog, requestLogger } from './logging/request-log.js';
 import { contentCodingsPlugin } from './plugins/content-codings.js';
@@ -140,6 +141,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
     // clientErrorHandler), and Node checks them often enough for a short timeout to hold.
     http: {
       ...HTTP_GUARD_SERVER_OPTIONS,
+      ServerResponse: closingUnreadResponses(config.requestTimeoutMs),
       headersTimeout: config.headersTimeoutMs,
       requestTimeout: config.requestTimeoutMs,
       connectionsCheckingInterval: timeoutCheckMs,

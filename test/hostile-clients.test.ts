@@ -455,10 +455,10 @@ describe('hostile clients under each optional feature, against the server proces
         ]);
         for (const { response } of [...headerResults, ...silentResults]) assertCutOff(response, 408, 'REQUEST_TIMEOUT');
         for (const { response } of bodyResults) {
-          // Fault injection may answer a request before its body is read; the body still stalls, to its 408.
+          // Fault injection may answer a request before its body is read: the connection then closes, no 408 after.
           const injected = /^x-fault-injected:.*\babort\b/im.test(response.split('\r\n\r\n', 1)[0] ?? '');
           if (!injected) assertCutOff(response, 408, 'REQUEST_TIMEOUT');
-          else assert.match(response, /HTTP\/1\.1 408 Request Timeout\r\n/);
+          else assert.doesNotMatch(response, /HTTP\/1\.1 408 /);
         }
         refused.forEach(([bytes, status, code, details = []], i) => {
           const answer = refusedAnswers[i];

@@ -491,5 +491,25 @@ for (const http2 of [false, true]) {
       await allClosed(started, REQUEST_TIMEOUT_MS + 3_000);
       reader.socket.destroy();
     });
+
+    for (const [what, head, status] of [
+      ['a text/plain body (415)', 'POST /api/echo HTTP/1.1\r\nContent-Type: text/plain', 415],
+      ['a body to a path with no route (404)', 'POST /api/nope HTTP/1.1\r\nContent-Type: application/json', 404],
+      ['a GET with a body (200)', 'GET /api/hello HTTP/1.1\r\nContent-Type: application/json', 200],
+    ] as const) {
+      it(`closes the connection once an answer given before its body came is written, ${what}: no 408 follows it`, async () => {
+        const started = performance.now();
+        const reader = drippingClient(`${head}\r\nHost: x\r\nContent-Length: 1000\r\n\r\n{`);
+        try {
+          const res = await reader.next();
+          assert.equal(res.status, status);
+          // Dripped for longer than the request timeout, and yet no 408: the request it belongs to is answered.
+          await reader.closed(REQUEST_TIMEOUT_MS + 3_000);
+          await allClosed(started, REQUEST_TIMEOUT_MS + 3_000);
+        } finally {
+          reader.socket.destroy();
+        }
+      });
+    }
   });
 }

@@ -200,9 +200,9 @@ describe('server process (dist/server.js)', { concurrency: 4 }, () => {
   });
 
   // What a load balancer holds open to every instance at a rolling restart: connections it opened
-  // ahead of need, and kept-alive ones between requests.
-  for (const [name, open] of [
-    ['a connection that has not sent a byte', async (port: number) => new ResponseReader(await connectTo(port))],
+  // ahead of need, and kept-alive ones between requests; and a client that began the HTTP/2 preface.
+  for (const [name, open, env] of [
+    ['a connection that has not sent a byte', async (port: number) => new ResponseReader(await connectTo(port)), {}],
     [
       'a kept-alive connection idle after its response',
       async (port: number) => {
@@ -211,11 +211,21 @@ describe('server process (dist/server.js)', { concurrency: 4 }, () => {
         assert.equal((await reader.next()).status, 200);
         return reader;
       },
+      {},
+    ],
+    [
+      'a connection that has sent part of the HTTP/2 preface (HTTP2 in cleartext)',
+      async (port: number) => {
+        const reader = new ResponseReader(await connectTo(port));
+        reader.socket.write('PRI * HTTP/2');
+        return reader;
+      },
+      { HTTP2: 'true' },
     ],
   ] as const) {
     it(`SIGTERM: ${name} is closed at once, and the process exits 0`, { timeout: 60_000 }, async () => {
       const timeoutMs = 5_000;
-      const server = await startServer({ SHUTDOWN_TIMEOUT_MS: String(timeoutMs) });
+      const server = await startServer({ SHUTDOWN_TIMEOUT_MS: String(timeoutMs), ...env });
       let reader: ResponseReader | undefined;
       try {
         reader = await open(server.port);
@@ -240,43 +250,63 @@ describe('server process (dist/server.js)', { concurrency: 4 }, () => {
     });
   }
 
-  it('SIGTERM: connections whose clients keep their side open after an error answer are closed at once, exit 0', {
-    timeout: 60_000,
-  }, async () => {
-    const timeoutMs = 10_000;
-    const server = await startServer({ SHUTDOWN_TIMEOUT_MS: String(timeoutMs) });
-    const requests = [
-      [
-        'Content-Length twice',
-        'POST /api/echo HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n{}',
-        400,
-      ],
-      ['a header name that is no token', 'GET /api/hello HTTP/1.1\r\nHost: x\r\nBad Header: 1\r\n\r\n', 400],
-      ['headers over 16 KiB', `GET /api/hello HTTP/1.1\r\nHost: x\r\nX-Big: ${'b'.repeat(17_000)}\r\n\r\n`, 431],
-      ['bytes that are no HTTP', 'GARBAGE\r\n\r\n', 400],
-      ['CONNECT', 'CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n', 405],
-    ] as const;
-    const readers: ResponseReader[] = [];
-    try {
-      for (const [what, bytes, status] of requests) {
-        const reader = new ResponseReader(connect({ port: server.port, host: '127.0.0.1', allowHalfOpen: true }));
-        readers.push(reader);
-        reader.socket.write(bytes);
-        assert.equal((await reader.next()).status, status, what);
+  const post = (path: string, type: string) =>
+    `POST ${path} HTTP/1.1\r\nHost: x\r\nContent-Type: ${type}\r\nContent-Length: 1000\r\n\r\n{"a":`;
+  for (const env of [{}, { HTTP2: 'true' }] as Record<string, string>[]) {
+    it(`SIGTERM: connections whose clients keep their side open after an error answer, or after an answer given before their body came, are closed at once, exit 0${'HTTP2' in env ? ' (HTTP2 in cleartext)' : ''}`, {
+      timeout: 60_000,
+    }, async () => {
+      const timeoutMs = 10_000;
+      const server = await startServer({ SHUTDOWN_TIMEOUT_MS: String(timeoutMs), ...env });
+      const requests = [
+        [
+          'Content-Length twice',
+          'POST /api/echo HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n{}',
+          400,
+        ],
+        ['a header name that is no token', 'GET /api/hello HTTP/1.1\r\nHost: x\r\nBad Header: 1\r\n\r\n', 400],
+        ['headers over 16 KiB', `GET /api/hello HTTP/1.1\r\nHost: x\r\nX-Big: ${'b'.repeat(17_000)}\r\n\r\n`, 431],
+        ['bytes that are no HTTP', 'GARBAGE\r\n\r\n', 400],
+        ['CONNECT', 'CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n', 405],
+        // Answered before the rest of the body, which never comes: the connection reads nothing more for it.
+        ['a text/plain body, half sent', post('/api/echo', 'text/plain'), 415],
+        ['a body to a path with no route, half sent', post('/api/nope', 'application/json'), 404],
+        ['a body to a route that takes none, half sent', post('/api/hello', 'application/json'), 405],
+        [
+          'a GET with a body, half sent',
+          'GET /api/hello HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{',
+          200,
+        ],
+        [
+          'a chunked text/plain body, its last chunk never sent',
+          'POST /api/echo HTTP/1.1\r\nHost: x\r\nContent-Type: text/plain\r\nTransfer-Encoding: chunked\r\n\r\n1\r\n{\r\n',
+          415,
+        ],
+      ] as const;
+      const readers: ResponseReader[] = [];
+      try {
+        for (const [what, bytes, status] of requests) {
+          const reader = new ResponseReader(connect({ port: server.port, host: '127.0.0.1', allowHalfOpen: true }));
+          readers.push(reader);
+          reader.socket.write(bytes);
+          assert.equal((await reader.next()).status, status, what);
+        }
+        const signalledAt = performance.now();
+        server.child.kill('SIGTERM');
+        const exit = await withTimeout(server.exited, timeoutMs + 5_000, 'exit after SIGTERM');
+        const tookMs = Math.round(exit.at - signalledAt);
+        const state = `exited ${JSON.stringify(exitOf(exit))} ${tookMs} ms after SIGTERM\nstdout:\n${server.stdout()}`;
+        assert.deepEqual(exitOf(exit), { code: 0, signal: null }, state);
+        assert.ok(tookMs < 3_000, state);
+        console.log(
+          `  ${requests.length} connections held open after their answers: exit 0 ${tookMs} ms after SIGTERM`,
+        );
+      } finally {
+        for (const reader of readers) reader.socket.destroy();
+        server.kill();
       }
-      const signalledAt = performance.now();
-      server.child.kill('SIGTERM');
-      const exit = await withTimeout(server.exited, timeoutMs + 5_000, 'exit after SIGTERM');
-      const tookMs = Math.round(exit.at - signalledAt);
-      const state = `exited ${JSON.stringify(exitOf(exit))} ${tookMs} ms after SIGTERM\nstdout:\n${server.stdout()}`;
-      assert.deepEqual(exitOf(exit), { code: 0, signal: null }, state);
-      assert.ok(tookMs < 3_000, state);
-      console.log(`  ${requests.length} half-open connections after error answers: exit 0 ${tookMs} ms after SIGTERM`);
-    } finally {
-      for (const reader of readers) reader.socket.destroy();
-      server.kill();
-    }
-  });
+    });
+  }
 
   it('SIGTERM: gives up on a request still in flight after SHUTDOWN_TIMEOUT_MS, exits 1', {
     timeout: 60_000,

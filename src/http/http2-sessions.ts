@@ -8,9 +8,11 @@ import {
   type ServerHttp2Session,
   type ServerHttp2Stream,
 } from 'node:http2';
+import type { Socket } from 'node:net';
 import { performance } from 'node:perf_hooks';
 import type { Duplex } from 'node:stream';
 import { apiError } from '../errors.js';
+import { lingerThenClose } from '../lib/linger.js';
 
 /**
  * HTTP/2 for the service: every session held to the limits below, each request to the request
@@ -204,6 +206,9 @@ export class Http2Sessions {
     // node:http keeps a connection half open when its client ends its side, and answers it itself;
     // a session ends with its connection, as on node:http2's own server.
     socket.allowHalfOpen = false;
+    // Once its session has ended the service's side (GOAWAY), what the client still sends is read
+    // and dropped, REQUEST_TIMEOUT_MS at most: Node's session leaves the connection to its client.
+    socket.once('finish', () => lingerThenClose(socket as Socket, this.#options.requestTimeoutMs));
     this.server.emit('connection', socket);
   }
 

@@ -52,6 +52,7 @@ const ignoreError = () => {};
 function sniffPreface(
   socket: Socket,
   timeoutMs: number,
+  sniffing: Set<Socket>,
   http1: (socket: Socket) => void,
   http2: (socket: Socket) => void,
   silent: (socket: Socket) => void,
@@ -61,7 +62,9 @@ function sniffPreface(
     stop();
     silent(socket);
   }, timeoutMs);
+  sniffing.add(socket);
   const stop = () => {
+    sniffing.delete(socket);
     clearTimeout(timer);
     socket.off('readable', read);
     socket.off('end', gone);
@@ -106,6 +109,8 @@ function divertHttp2(server: HttpServer | HttpsServer, sessions: Http2Sessions, 
   server.removeListener(event, http1);
   const toHttp1 = (socket: Socket) => http1.call(server, socket);
   const toHttp2 = (socket: Socket) => sessions.accept(socket);
+  /** The cleartext connections whose first bytes are being read. */
+  const sniffing = new Set<Socket>();
   if (options.certificate !== null) {
     server.on(event, (socket: TLSSocket) => (socket.alpnProtocol === 'h2' ? toHttp2(socket) : toHttp1(socket)));
   } else {
@@ -116,14 +121,46 @@ function divertHttp2(server: HttpServer | HttpsServer, sessions: Http2Sessions, 
         Object.assign(new Error('Request timeout'), { code: 'ERR_HTTP_REQUEST_TIMEOUT' }),
         socket,
       );
-    server.on(event, (socket: Socket) => sniffPreface(socket, options.headersTimeoutMs, toHttp1, toHttp2, timedOut));
+    server.on(event, (socket: Socket) =>
+      sniffPreface(socket, options.headersTimeoutMs, sniffing, toHttp1, toHttp2, timedOut),
+    );
   }
-  // Closing the server (shutdown) sends each session its GOAWAY.
+  // Closing the server (shutdown) sends each session its GOAWAY, and closes the connections still
+  // sending the preface: no request is on them, and a session would be refused any.
+  beforeClose(server, () => {
+    sessions.close();
+    for (const socket of sniffing) socket.destroy();
+  });
+}
+
+/** Runs `first` when the server is closed (shutdown), before Node's own close. */
+function beforeClose(server: HttpServer | HttpsServer, first: () => void): void {
   const close = server.close;
   server.close = function (this: typeof server, callback?: (error?: Error) => void) {
-    sessions.close();
+    first();
     return close.call(this, callback);
   } as typeof server.close;
+}
+
+/**
+ * Closes, when the server is closed (shutdown), the connections still in their TLS handshake: no
+ * request is on them, and each would hold the shutdown up until its handshake timeout. A
+ * connection is known by its client's address and port, which the TLS socket made of it shares.
+ */
+function closeHandshakesOnClose(server: HttpsServer): void {
+  const handshaking = new Map<string, Socket>();
+  const key = (socket: Socket) => `${socket.remoteAddress}:${socket.remotePort}`;
+  server.on('connection', (socket: Socket) => {
+    const at = key(socket);
+    handshaking.set(at, socket);
+    socket.once('close', () => {
+      if (handshaking.get(at) === socket) handshaking.delete(at);
+    });
+  });
+  server.on('secureConnection', (socket: TLSSocket) => handshaking.delete(key(socket)));
+  beforeClose(server, () => {
+    for (const socket of handshaking.values()) socket.destroy();
+  });
 }
 
 /**
@@ -157,6 +194,7 @@ export function protocolServerFactory(options: ProtocolOptions): FastifyServerFa
       // client errors, whose answers are HTTP text.
       server.removeAllListeners('tlsClientError');
       server.on('tlsClientError', (_error: Error, socket: TLSSocket) => socket.destroy());
+      closeHandshakesOnClose(server as HttpsServer);
     }
     if (options.http2) {
       const sessions = new Http2Sessions(serve, {

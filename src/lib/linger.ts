@@ -1,4 +1,4 @@
-import type { IncomingMessage } from 'node:http';
+import { type IncomingMessage, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 
 /** How long a closing connection waits for more of a body nobody will read, idle, before it is dropped. */
@@ -23,13 +23,28 @@ export function lingerThenClose(socket: Socket, limitMs: number): void {
 }
 
 /**
- * An answer sent before its request's body was read (a 413, a 415, a 404 to a POST) on a
- * connection that then closes lingers as `lingerThenClose` says, `limitMs` at most.
+ * The responses of a server whose connections close once an answer is written before its request's
+ * body has all come (a 413, a 415, a 404 to a POST, a GET that leaves its body unread), lingering
+ * as `lingerThenClose` says, `limitMs` at most. Kept alive, such a connection would go on reading
+ * a body nobody waits for: a client that never sends the rest would hold it open through a
+ * shutdown, and the request timeout would then answer the same request a second time.
  */
-export function lingerIfUnread(request: IncomingMessage, limitMs: number): void {
-  // An HTTP/2 stream is reset with NO_ERROR once answered, which tells the client to stop sending.
-  if (request.complete || request.httpVersionMajor === 2) return;
-  const socket = request.socket as Socket & { destroySoon?: () => void };
-  // Node closes a connection that is not kept alive with destroySoon once the answer is written.
-  socket.destroySoon = () => lingerThenClose(socket, limitMs);
+export function closingUnreadResponses(limitMs: number): typeof ServerResponse {
+  return class ClosingUnreadResponse<
+    Request extends IncomingMessage = IncomingMessage,
+  > extends ServerResponse<Request> {
+    override detachSocket(socket: Socket & { destroySoon?: () => void }): void {
+      super.detachSocket(socket);
+      const request = this.req;
+      if (request.complete) return;
+      const linger = () => lingerThenClose(socket, limitMs);
+      // An answer that closes its connection: Node calls this once the answer is written.
+      socket.destroySoon = linger;
+      // A kept-alive one: the rest of a body sent with its head is read within the turn (Node reads
+      // it after the answer given at once); a body still to come then is waited for no longer.
+      setImmediate(() => {
+        if (!request.complete && !socket.writableEnded) linger();
+      });
+    }
+  };
 }

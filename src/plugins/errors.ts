@@ -17,7 +17,6 @@ import {
 } from '../errors.js';
 import { pointerSegments } from '../lib/json-pointer.js';
 import { deepJson } from '../lib/json-text.js';
-import { lingerIfUnread } from '../lib/linger.js';
 import { StoreUnavailableError } from '../stores/availability.js';
 
 declare module 'fastify' {
@@ -125,7 +124,6 @@ function toApiError(error: FastifyError | ApiError, request: FastifyRequest): Ap
 export function sendError(error: FastifyError | ApiError, request: FastifyRequest, reply: FastifyReply): FastifyReply {
   const shaped = toApiError(error, request);
   if (shaped.statusCode >= 500 && !(error instanceof ApiError)) request.failure = error;
-  lingerIfUnread(request.raw, request.server.server.requestTimeout);
   // Written here rather than by the route's serializer: a detail's value is what the client sent,
   // nested as deep as the body limit allows, and the serializer's recursion would overflow on it.
   return reply

@@ -41,6 +41,14 @@ const PREFACE_BYTES = Buffer.concat([Buffer.from(PREFACE, 'latin1'), settingsFra
 const REQUEST = 'GET /api/hello HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n';
 /** The first bytes of a gzip body: decoding has begun, and waits for the rest. */
 const GZIP_START = gzipSync(`{"a":"${'x'.repeat(50_000)}"}`).subarray(0, 40);
+/** A request to switch protocols on a route that answers it in HTTP/1.1. */
+const UPGRADE = 'GET /api/hello HTTP/1.1\r\nHost: x\r\nUpgrade: foo/1\r\nConnection: upgrade\r\n\r\n';
+const WEBSOCKET =
+  'GET /api/echo/websocket HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n' +
+  'Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n';
+/** The head of a POST to the echo, its last line still to come. */
+const postEcho = (length: number) =>
+  `POST /api/echo HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${length}\r\n`;
 const gzipPost = (length: number) =>
   `POST /api/echo HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Encoding: gzip\r\nContent-Length: ${length}\r\n\r\n`;
 
@@ -166,6 +174,16 @@ function http1Cases(alpn?: string[]): ResetCase[] {
       'GET /api/hello HTTP/1.1\r\nHost: x\r\nx-fault-connection: reset\r\n\r\n',
     ],
     ['a request and an idle keep-alive', REQUEST],
+    ['requests pipelined', REQUEST.repeat(5)],
+    ['an Upgrade to a route that does not switch (closed after the answer)', UPGRADE],
+    ['an Upgrade with bytes after it', `${UPGRADE}GET /api/hello HTTP/1.1\r\n`],
+    ['an Upgrade whose headers never end (408)', UPGRADE.slice(0, -2)],
+    ['a WebSocket handshake (101)', WEBSOCKET],
+    ['a WebSocket handshake refused (400)', WEBSOCKET.replace('Sec-WebSocket-Version: 13', 'Sec-WebSocket-Version: 7')],
+    ['a WebSocket frame cut short', Buffer.concat([Buffer.from(WEBSOCKET), Buffer.from('818a0000', 'hex')])],
+    ['Expect: 100-continue and no body', `${postEcho(20)}Expect: 100-continue\r\n\r\n`],
+    ['Expect: 100-continue and half a body', `${postEcho(20)}Expect: 100-continue\r\n\r\n{"a":`],
+    ['an event stream', 'GET /api/events HTTP/1.1\r\nHost: x\r\nAccept: text/event-stream\r\n\r\n'],
   ];
   return exchanges.flatMap(([what, bytes]): ResetCase[] => [
     { name: `HTTP/1.1, ${what}, reset at once`, alpn, steps: async (c) => write(c, bytes) },
@@ -265,6 +283,26 @@ function http2Cases(alpn?: string[]): ResetCase[] {
             [':authority', 'example.com:443'],
           ]),
         );
+        await sleep(200);
+      },
+    ],
+    [
+      'an event stream',
+      async (c) => {
+        preface(c);
+        write(c, headersFrame(1, requestFields('/api/events', 'GET', [['accept', 'text/event-stream']])));
+        await sleep(300);
+      },
+    ],
+    [
+      'Expect: 100-continue and no body',
+      async (c) => {
+        preface(c);
+        const fields = [
+          ['content-type', 'application/json'],
+          ['expect', '100-continue'],
+        ] as [string, string][];
+        write(c, headersFrame(1, requestFields('/api/echo', 'POST', fields), false));
         await sleep(200);
       },
     ],

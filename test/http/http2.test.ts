@@ -7,7 +7,17 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { request as http1Request } from 'undici';
 import { HTTP2_LIMITS } from '../../src/http/http2-sessions.js';
 import { h2, readStream } from '../h2-client.js';
-import { ErrorCode, Flag, FrameType, frame, headersFrame, PREFACE, RawH2, requestFields } from '../h2-frames.js';
+import {
+  ErrorCode,
+  Flag,
+  FrameType,
+  frame,
+  headersFrame,
+  PREFACE,
+  RawH2,
+  requestFields,
+  settingsFrame,
+} from '../h2-frames.js';
 import { assertEnvelope, type ListeningApp, listening, parseRawResponse, rawExchange, sendHttp2 } from '../helpers.js';
 import { CURL_SKIP, H2LOAD_SKIP, parseH2load, run } from '../http2-tools.js';
 import { connectTo, ResponseReader } from '../raw-http.js';
@@ -237,6 +247,26 @@ describe('HTTP/2 with prior knowledge beside HTTP/1.1 on one port', () => {
     const elapsed = performance.now() - answered;
     assert.equal(code, constants.NGHTTP2_NO_ERROR);
     assert.ok(elapsed >= KEEP_ALIVE_TIMEOUT_MS - 50 && elapsed < KEEP_ALIVE_TIMEOUT_MS + LATE_MS, `${elapsed} ms`);
+  });
+
+  it('closes the connection of a session it has ended, whose client keeps its side open and drips bytes, within REQUEST_TIMEOUT_MS', async () => {
+    const socket = connect({ port: server.port, host: '127.0.0.1', allowHalfOpen: true });
+    socket.on('error', () => {});
+    socket.resume();
+    const closed = new Promise<number>((resolve) => socket.once('close', () => resolve(performance.now())));
+    socket.write(Buffer.concat([Buffer.from(PREFACE, 'latin1'), settingsFrame()]));
+    // The GOAWAY after KEEP_ALIVE_TIMEOUT_MS, then the end of the server's side.
+    await new Promise((resolve) => socket.once('end', resolve));
+    const ended = performance.now();
+    const drip = setInterval(() => socket.write('x'), 200);
+    try {
+      const at = await Promise.race([closed, sleep(REQUEST_TIMEOUT_MS + LATE_MS)]);
+      assert.ok(at !== undefined, `still open ${REQUEST_TIMEOUT_MS + LATE_MS} ms after the server ended its side`);
+      assert.ok(at - ended >= REQUEST_TIMEOUT_MS - 50, `closed ${Math.round(at - ended)} ms after the end`);
+    } finally {
+      clearInterval(drip);
+      socket.destroy();
+    }
   });
 
   it('answers Expect and CONNECT as over HTTP/1.1: 100 Continue, the 417 and 405 envelopes', async () => {

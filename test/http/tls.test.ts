@@ -441,6 +441,43 @@ describe('HTTPS', { skip: OPENSSL_MISSING && OPENSSL_SKIP_REASON }, () => {
     });
   });
 
+  for (const http2 of [false, true]) {
+    it(`SIGTERM with connections still in their handshake, one served beside them: exit 0 at once (HTTP2=${http2})`, {
+      timeout: 30_000,
+    }, async () => {
+      const server = await startServer({
+        TLS_CERT_FILE: files.serverCert,
+        TLS_KEY_FILE: files.serverKey,
+        HTTP2: String(http2),
+        SHUTDOWN_TIMEOUT_MS: '5000',
+      });
+      // The first bytes of a ClientHello, then silence; and a connection whose handshake is done.
+      const partial = Array.from({ length: 3 }, () => {
+        const socket = connectTcp({ port: server.port, host: '127.0.0.1' }, () => {
+          socket.write(Buffer.from('16030100c8010000c4', 'hex'));
+        });
+        socket.on('error', () => {});
+        return socket;
+      });
+      const done = connectTls({ port: server.port, host: '127.0.0.1', rejectUnauthorized: false });
+      done.on('error', () => {});
+      await new Promise((resolve) => done.once('secureConnect', resolve));
+      await sleep(200);
+      try {
+        const signalledAt = performance.now();
+        server.child.kill('SIGTERM');
+        const exit = await server.exited;
+        const tookMs = Math.round(exit.at - signalledAt);
+        const state = `exited ${JSON.stringify(exitOf(exit))} ${tookMs} ms after SIGTERM\n${server.stderr()}`;
+        assert.deepEqual(exitOf(exit), { code: 0, signal: null }, state);
+        assert.ok(tookMs < 3_000, state);
+        assert.equal(server.stderr(), '');
+      } finally {
+        for (const socket of [...partial, done]) socket.destroy();
+      }
+    });
+  }
+
   it('refuses a pair OpenSSL refuses at start (an RSA-512 key): one line naming the settings, exit 1', {
     timeout: 30_000,
   }, async () => {
