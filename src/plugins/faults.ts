@@ -169,7 +169,11 @@ export const faultsPlugin = fp(
     if (settings.headers) answerCounter(0)?.inc(0);
 
     app.decorateRequest('faults', null);
-    requestLog.faultsOf((request) => request.faults?.injected.join(',') ?? null);
+    // A plan may come to nothing (a pace with no body to pace, a broken connection a 101 cannot have): no fault then.
+    requestLog.faultsOf((request) => {
+      const injected = request.faults?.injected ?? [];
+      return injected.length === 0 ? null : injected.join(',');
+    });
 
     /** Counts a fault, and names it in the log line and the answer. */
     const injected = (request: FastifyRequest, reply: FastifyReply, kind: FaultKind, source: FaultSource): void => {

@@ -6,6 +6,7 @@ import { performance } from 'node:perf_hooks';
 import { after, before, describe, it } from 'node:test';
 import type { FastifyInstance } from 'fastify';
 import { Agent, request } from 'undici';
+import { WebSocket } from 'ws';
 import { buildApp } from '../../src/app.js';
 import type { Config } from '../../src/config/index.js';
 import {
@@ -410,6 +411,25 @@ describe('FAULT_HEADERS=true', () => {
       );
     });
 
+    it('is no fault where there is no body to pace (a HEAD, an event stream): not named in the answer nor in the line', async () => {
+      const before = (await faultCounts(served)).get('throughput,headers');
+      for (const [method, path] of [
+        ['HEAD', '/api/hello'],
+        ['GET', '/api/events?count=1&interval_ms=10'],
+      ] as const) {
+        const id = `unpaced-${method}`;
+        const res = await served.send({
+          method,
+          path,
+          headers: { 'x-envoy-fault-throughput-response': '1', 'x-request-id': id },
+        });
+        assert.equal(res.status, 200, path);
+        assert.equal(res.headers['x-fault-injected'], undefined, path);
+        assert.equal(served.log.lineOf(id).fault, undefined, path);
+      }
+      assert.equal((await faultCounts(served)).get('throughput,headers'), before);
+    });
+
     it('is ignored at 0 or when no number', async () => {
       for (const value of ['0', 'slow']) {
         const res = await served.send({ path: '/api/hello', headers: { 'x-envoy-fault-throughput-response': value } });
@@ -554,6 +574,28 @@ describe('FAULT_HEADERS=true', () => {
         assert.equal(headers['content-length'], undefined, String(status));
       }
     });
+  });
+
+  it('the WebSocket handshake: no throughput nor broken connection, which a 101 has no answer for; the echo served', async () => {
+    const socket = new WebSocket(`${served.origin.replace('http', 'ws')}/api/echo/websocket`, {
+      headers: {
+        'x-fault-connection': 'reset',
+        'x-envoy-fault-throughput-response': '1',
+        'x-request-id': 'websocket-faults',
+      },
+    });
+    const upgraded = new Promise<Record<string, unknown>>((resolve) =>
+      socket.once('upgrade', (res) => resolve(res.headers)),
+    );
+    const echoed = new Promise<string>((resolve) => socket.once('message', (data) => resolve(String(data))));
+    socket.once('open', () => socket.send('still here'));
+    assert.equal((await upgraded)['x-fault-injected'], undefined);
+    assert.equal(await echoed, 'still here');
+    socket.close();
+    // Logged as the connection switched, before the echo.
+    const line = served.log.lineOf('websocket-faults');
+    assert.equal(line.status, 101);
+    assert.equal(line.fault, undefined);
   });
 
   it('never applies outside /api: /healthz, /readyz, /metrics, /openapi.json and /docs answer as always', async () => {
