@@ -95,9 +95,34 @@ function keepIdleSocket(request: FastifyRequest, reply: FastifyReply): () => voi
   return () => reply.raw.off('timeout', ignore);
 }
 
-/** Sends the head of the reply's answer at once, announcing a body of `length` bytes. */
-function sendHead(reply: FastifyReply, length: number): void {
-  const headers = { ...reply.getHeaders(), 'content-length': String(length) } as OutgoingHttpHeaders;
+/**
+ * What a fault does with an answer's body: its bytes, and how many it announces: all of them, or
+ * none of its own for a stream (its length unknown: chunked over HTTP/1.1) or an answer with no body
+ * (a HEAD keeps the length Fastify gave it; a 204 or 304 has none).
+ */
+interface Body {
+  bytes: Buffer;
+  length: number | null;
+}
+
+const NO_BYTES = Buffer.alloc(0);
+
+/** The first half of a body's bytes: what a truncated answer sends of it. */
+const half = (body: Body): Buffer => body.bytes.subarray(0, Math.floor(body.bytes.length / 2));
+
+/** The body of an answer with this payload: serialised JSON, nothing, or a stream (the event stream). */
+function bodyOf(payload: unknown): Body {
+  if (typeof payload === 'string' || Buffer.isBuffer(payload)) {
+    const bytes = Buffer.from(payload);
+    return { bytes, length: bytes.length };
+  }
+  return { bytes: NO_BYTES, length: null };
+}
+
+/** Sends the head of the reply's answer at once, announcing the body's length when it has one of its own. */
+function sendHead(reply: FastifyReply, body: Body): void {
+  const headers = reply.getHeaders() as OutgoingHttpHeaders;
+  if (body.length !== null) headers['content-length'] = String(body.length);
   reply.raw.writeHead(reply.statusCode, headers);
   reply.raw.flushHeaders();
 }
@@ -144,7 +169,11 @@ export const faultsPlugin = fp(
     if (settings.headers) answerCounter(0)?.inc(0);
 
     app.decorateRequest('faults', null);
-    requestLog.faultsOf((request) => request.faults?.injected.join(',') ?? null);
+    // A plan may come to nothing (a pace with no body to pace, a broken connection a 101 cannot have): no fault then.
+    requestLog.faultsOf((request) => {
+      const injected = request.faults?.injected ?? [];
+      return injected.length === 0 ? null : injected.join(',');
+    });
 
     /** Counts a fault, and names it in the log line and the answer. */
     const injected = (request: FastifyRequest, reply: FastifyReply, kind: FaultKind, source: FaultSource): void => {
@@ -267,7 +296,7 @@ export const faultsPlugin = fp(
         // Once finished, the request's line is Fastify's to write; a client gone first gets none from it.
         if (!whole) noAnswer(request, reply);
       });
-      sendHead(reply, body.length);
+      sendHead(reply, { bytes: body, length: body.length });
       holds.add(hold);
       if (deadline !== Number.POSITIVE_INFINITY) hold.hurry(deadline);
       timer = setTimeout(next, PACE_TICK_MS);
@@ -278,7 +307,7 @@ export const faultsPlugin = fp(
      * and malformed are RST_STREAM (INTERNAL_ERROR, PROTOCOL_ERROR), empty is RST_STREAM (NO_ERROR)
      * before any header, truncate the head and half the body, then RST_STREAM (INTERNAL_ERROR).
      */
-    const breakStream = (request: FastifyRequest, reply: FastifyReply, body: Buffer, kind: ConnectionFault): void => {
+    const breakStream = (request: FastifyRequest, reply: FastifyReply, body: Body, kind: ConnectionFault): void => {
       const stream = (request.raw as unknown as Http2ServerRequest).stream;
       const code = {
         reset: http2.NGHTTP2_INTERNAL_ERROR,
@@ -290,17 +319,12 @@ export const faultsPlugin = fp(
         stream.close(code);
         return;
       }
-      sendHead(reply, body.length);
-      reply.raw.write(body.subarray(0, Math.floor(body.length / 2)), () => stream.close(code));
+      sendHead(reply, body);
+      reply.raw.write(half(body), () => stream.close(code));
     };
 
     /** Breaks the connection instead of sending `body` (HTTP/1.1: the request has been read whole by now). */
-    const breakConnection = (
-      request: FastifyRequest,
-      reply: FastifyReply,
-      body: Buffer,
-      kind: ConnectionFault,
-    ): void => {
+    const breakConnection = (request: FastifyRequest, reply: FastifyReply, body: Body, kind: ConnectionFault): void => {
       if (isHttp2(request)) {
         breakStream(request, reply, body, kind);
         noAnswer(request, reply);
@@ -319,9 +343,9 @@ export const faultsPlugin = fp(
           socket.end(MALFORMED);
           break;
         case 'truncate': {
-          // The answer's own head, its Content-Length the whole body's, and half of the body.
-          sendHead(reply, body.length);
-          res.write(body.subarray(0, Math.floor(body.length / 2)), () => socket.destroy());
+          // The answer's own head, its Content-Length the whole body's, and half of the body: closed once they are out.
+          sendHead(reply, body);
+          res.write(half(body), () => socket.destroy());
           break;
         }
       }
@@ -331,17 +355,16 @@ export const faultsPlugin = fp(
     const replaceAnswer: onSendHookHandler = function replaceAnswer(request, reply, payload, done) {
       const plan = request.faults?.plan;
       if (plan === undefined) return done(null, payload);
-      // The service's answers are serialised JSON or nothing (a HEAD, a 304, an injected 204).
-      const body = typeof payload === 'string' || Buffer.isBuffer(payload) ? Buffer.from(payload) : Buffer.alloc(0);
+      const body = bodyOf(payload);
       if (plan.connection !== null) {
         injected(request, reply, plan.connection, 'headers');
         answerCounter(0)?.inc();
         breakConnection(request, reply, body, plan.connection);
         return;
       }
-      if (plan.throughput !== null && body.length > 0 && request.method !== 'HEAD') {
+      if (plan.throughput !== null && body.bytes.length > 0 && request.method !== 'HEAD') {
         injected(request, reply, 'throughput', 'headers');
-        pace(request, reply, body, plan.throughput);
+        pace(request, reply, body.bytes, plan.throughput);
         return;
       }
       done(null, payload);

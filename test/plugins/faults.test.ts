@@ -6,6 +6,7 @@ import { performance } from 'node:perf_hooks';
 import { after, before, describe, it } from 'node:test';
 import type { FastifyInstance } from 'fastify';
 import { Agent, request } from 'undici';
+import { WebSocket } from 'ws';
 import { buildApp } from '../../src/app.js';
 import type { Config } from '../../src/config/index.js';
 import {
@@ -410,6 +411,25 @@ describe('FAULT_HEADERS=true', () => {
       );
     });
 
+    it('is no fault where there is no body to pace (a HEAD, an event stream): not named in the answer nor in the line', async () => {
+      const before = (await faultCounts(served)).get('throughput,headers');
+      for (const [method, path] of [
+        ['HEAD', '/api/hello'],
+        ['GET', '/api/events?count=1&interval_ms=10'],
+      ] as const) {
+        const id = `unpaced-${method}`;
+        const res = await served.send({
+          method,
+          path,
+          headers: { 'x-envoy-fault-throughput-response': '1', 'x-request-id': id },
+        });
+        assert.equal(res.status, 200, path);
+        assert.equal(res.headers['x-fault-injected'], undefined, path);
+        assert.equal(served.log.lineOf(id).fault, undefined, path);
+      }
+      assert.equal((await faultCounts(served)).get('throughput,headers'), before);
+    });
+
     it('is ignored at 0 or when no number', async () => {
       for (const value of ['0', 'slow']) {
         const res = await served.send({ path: '/api/hello', headers: { 'x-envoy-fault-throughput-response': value } });
@@ -513,6 +533,69 @@ describe('FAULT_HEADERS=true', () => {
       assert.equal(res.status, 200);
       assert.equal(res.headers['x-fault-injected'], undefined);
     });
+
+    it('truncate of the event stream: its head announces a chunked body, never ended (undici and curl: an error)', async () => {
+      const res = await request(`${served.origin}/api/events?count=3&interval_ms=100`, {
+        dispatcher: agent,
+        headers: { 'x-fault-connection': 'truncate', 'x-request-id': 'truncate-stream' },
+      });
+      assert.equal(res.statusCode, 200);
+      assert.equal(res.headers['x-fault-injected'], 'truncate');
+      assert.equal(res.headers['content-length'], undefined);
+      assert.equal(res.headers['transfer-encoding'], 'chunked');
+      // Which of the two undici reports depends on whether it sees the close or the cut chunked body first.
+      await assert.rejects(
+        res.body.text(),
+        (error: Error & { code?: string }) =>
+          error.code === 'UND_ERR_SOCKET' || /Invalid EOF state/.test(error.message),
+      );
+      if (CURL) {
+        const cut = await curl([`${served.origin}/api/events?count=3`, '-H', 'x-fault-connection: truncate']);
+        assert.equal(cut.code, 18, cut.output);
+      }
+      assert.equal(served.log.lineOf('truncate-stream').status, 0);
+      await servesAfter();
+    });
+
+    it('truncate of an answer with no body: the head as it would be (a HEAD its length, a 204 or 304 none), then closed', async () => {
+      const port = Number(new URL(served.origin).port);
+      const head = async (lines: string) =>
+        parseRawResponse(await rawExchange(port, `${lines}\r\nHost: x\r\nConnection: close\r\n\r\n`)).headers;
+      const whole = await head('HEAD /api/hello HTTP/1.1');
+      const cut = await head('HEAD /api/hello HTTP/1.1\r\nx-fault-connection: truncate');
+      assert.equal(cut['x-fault-injected'], 'truncate');
+      assert.equal(cut['content-length'], whole['content-length']);
+      for (const status of [204, 304]) {
+        const headers = await head(
+          `GET /api/hello HTTP/1.1\r\nx-envoy-fault-abort-request: ${status}\r\nx-fault-connection: truncate`,
+        );
+        assert.equal(headers['x-fault-injected'], 'abort, truncate');
+        // RFC 9110, 8.6: never on a 204; on a 304, only the length of the answer it stands for.
+        assert.equal(headers['content-length'], undefined, String(status));
+      }
+    });
+  });
+
+  it('the WebSocket handshake: no throughput nor broken connection, which a 101 has no answer for; the echo served', async () => {
+    const socket = new WebSocket(`${served.origin.replace('http', 'ws')}/api/echo/websocket`, {
+      headers: {
+        'x-fault-connection': 'reset',
+        'x-envoy-fault-throughput-response': '1',
+        'x-request-id': 'websocket-faults',
+      },
+    });
+    const upgraded = new Promise<Record<string, unknown>>((resolve) =>
+      socket.once('upgrade', (res) => resolve(res.headers)),
+    );
+    const echoed = new Promise<string>((resolve) => socket.once('message', (data) => resolve(String(data))));
+    socket.once('open', () => socket.send('still here'));
+    assert.equal((await upgraded)['x-fault-injected'], undefined);
+    assert.equal(await echoed, 'still here');
+    socket.close();
+    // Logged as the connection switched, before the echo.
+    const line = served.log.lineOf('websocket-faults');
+    assert.equal(line.status, 101);
+    assert.equal(line.fault, undefined);
   });
 
   it('never applies outside /api: /healthz, /readyz, /metrics, /openapi.json and /docs answer as always', async () => {
@@ -1022,6 +1105,19 @@ describe('over HTTP/2 (h2c)', () => {
     assert.equal(cut?.headers['x-fault-injected'], 'truncate');
     const length = Number(cut?.headers['content-length']);
     assert.equal(cut?.body.length, Math.floor(length / 2));
+    assert.equal(cut?.rstCode, http2.NGHTTP2_INTERNAL_ERROR);
+  });
+
+  it('truncate of the event stream: a head with no content-length, then RST_STREAM', async () => {
+    const [cut] = await onOneConnection([
+      {
+        ':path': '/api/events?count=3&interval_ms=100',
+        'x-fault-connection': 'truncate',
+        'x-request-id': 'h2-cut-stream',
+      },
+    ]);
+    assert.equal(cut?.status, 200);
+    assert.equal(cut?.headers['content-length'], undefined);
     assert.equal(cut?.rstCode, http2.NGHTTP2_INTERNAL_ERROR);
   });
 
