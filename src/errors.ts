@@ -169,18 +169,18 @@ const CONTRACT_CODES: Readonly<Record<number, ErrorCode>> = {
 };
 
 /**
+ * A 426's Connection: Upgrade named (RFC 9110, 7.8), with close, since Node keeps alive a
+ * connection whose answer names anything else, even one its client asked to close.
+ */
+const UPGRADE_CONNECTION = 'Upgrade, close';
+
+/**
  * Extra headers an error status comes with, whoever answers it: those RFC 9110 requires of it
  * (401 WWW-Authenticate, 15.5.2; 407 Proxy-Authenticate, 15.5.8; 426 Upgrade, 15.5.22, which names
  * its protocol in Connection, 7.8, as RFC 9110's own example does), and those the service adds.
  * 405's Allow depends on the route, and is given. Not sent: 416's Content-Range, which only a range
  * request of a known length can say (a SHOULD).
  */
-/**
- * A 426's Connection: Upgrade named (RFC 9110, 7.8), with close, since Node keeps alive a
- * connection whose answer names anything else, even one its client asked to close.
- */
-const UPGRADE_CONNECTION = 'Upgrade, close';
-
 const STATUS_HEADERS: Readonly<Record<number, Readonly<Record<string, string>>>> = {
   401: { 'www-authenticate': 'Bearer' },
   407: { 'proxy-authenticate': 'Bearer' },

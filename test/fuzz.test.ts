@@ -532,8 +532,10 @@ interface Feature {
   skip?: string | false;
   /** What the requests are: the default ones, or some of the feature's own among them. */
   requests: fc.Arbitrary<FuzzRequest>;
-  /** Starts what the feature needs; answers the app's options and how to let go of it all afterwards. */
-  /** `check`, if any, runs once the app has closed. */
+  /**
+   * Starts what the feature needs; answers the app's options and how to let go of it all afterwards.
+   * `check`, if any, runs once the app has closed.
+   */
   setUp(): Promise<{ options: FuzzedAppOptions; check?(): void; tearDown(): Promise<void> }>;
 }
 

@@ -13,7 +13,6 @@ import {
 } from '../../src/config/index.js';
 import { checkTimeZone } from '../../src/config/service.js';
 
-/** A configuration without its OTEL_ settings, which have tests of their own below. */
 /** The settings but tracing's, fault injection's, the operator's and the streams', each tested on its own. */
 const withoutTracing = (config: Config) =>
   Object.fromEntries(Object.entries(config).filter(([key]) => !/^(otel|fault|admin|streams)/.test(key)));

@@ -37,12 +37,12 @@ const KEEP_ALIVE_TIMEOUT_MS = 2_500;
 /** How late a timeout may come on a machine running other test files: Node checks HTTP/1.1's every 250 ms here. */
 const LATE_MS = 2_000;
 
-/** Fields a response over HTTP/2 must not carry (RFC 9113, 8.2.2). */
 /** Resolves once `done()` holds, looking every 10 ms for up to 2 s. */
 async function until(done: () => boolean | Promise<boolean>): Promise<void> {
   for (const deadline = performance.now() + 2_000; !(await done()) && performance.now() < deadline; ) await sleep(10);
 }
 
+/** Fields a response over HTTP/2 must not carry (RFC 9113, 8.2.2). */
 const CONNECTION_SPECIFIC = ['connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'upgrade'];
 
 describe('HTTP/2 with prior knowledge beside HTTP/1.1 on one port', () => {
