@@ -71,6 +71,10 @@ type Handler = (request: Http2ServerRequest, response: Http2ServerResponse) => v
 /** How long a session told to go away for its resets is kept open for the GOAWAY to be read, in ms. */
 const GOAWAY_GRACE_MS = 1000;
 
+const destroyStream = (stream: ServerHttp2Stream): void => {
+  stream.destroy();
+};
+
 /**
  * Resets a stream with NO_ERROR once the last frame of its answer (END_STREAM) has gone out, as
  * RFC 9113 (8.1) asks: the answer may still be waiting for the client's flow-control window.
@@ -282,6 +286,14 @@ export class Http2Sessions {
     const { stream } = req;
     // Reset by its client meanwhile (counted as it came, if it was then), or its session gone.
     if (stream.destroyed) return;
+    if (stream.closed) {
+      stream.destroy();
+      return;
+    }
+    // Reset by its client (RST_STREAM) before its answer ends: with NO_ERROR, Node keeps the stream
+    // until the writes it holds are done, which those waiting for the client's window never are (an
+    // event stream's slot was never freed). Nobody can read that answer now.
+    stream.once('aborted', () => process.nextTick(destroyStream, stream));
     const state = this.#sessions.get(stream.session as ServerHttp2Session);
     if (state === undefined || state.refused) {
       stream.close(constants.NGHTTP2_REFUSED_STREAM);

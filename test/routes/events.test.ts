@@ -408,6 +408,20 @@ describe('GET /api/events over HTTP/2 with prior knowledge (h2c)', () => {
     assert.equal(lines.length, 3, JSON.stringify(lines));
     assert.ok(id !== undefined);
   });
+
+  it('frees the slot of a stream its client resets with NO_ERROR while an event waits for its window', async () => {
+    // With a write pending, Node keeps a stream its client closed until that write is done: never.
+    const windowless = connectHttp2(server.origin, { settings: { initialWindowSize: 0 } });
+    try {
+      const stream = await openStreamHttp2(windowless, '/api/events?count=1000&interval_ms=100');
+      assert.equal(stream.status, 200);
+      assert.equal(await metric(server.origin, 'event_streams_open'), 1);
+      stream.close();
+      await until(async () => (await metric(server.origin, 'event_streams_open')) === 0, 2000, 'the slot freed');
+    } finally {
+      windowless.close();
+    }
+  });
 });
 
 describe('GET /api/events on shutdown', () => {
