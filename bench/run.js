@@ -235,9 +235,10 @@ const PAIRS = [
       ]),
 ];
 
-/** With --encodings: the service against bare node:http compressing with node:zlib at the same level, alone. */
+/** With --encodings: the service (and the baseline) against bare node:http compressing with node:zlib at the same level. */
 const ENCODING_SERVERS = [
   serviceServer('service', 'service', root),
+  ...(options.baseline === undefined ? [] : [serviceServer('baseline', 'baseline', options.baseline)]),
   { key: 'node-zlib', label: 'node:http + node:zlib', cwd: root, script: 'bench/servers/node-http-zlib.js', env: {} },
 ];
 

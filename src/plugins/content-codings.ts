@@ -2,6 +2,13 @@ import type { FastifyInstance, FastifyReply, FastifyRequest, onSendHookHandler }
 import fp from 'fastify-plugin';
 import { type Coding, codedTag, compress, preferredCoding } from '../lib/content-coding.js';
 
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    /** The route answers with the same Buffer every time (a document made once): it is compressed once per coding. */
+    keptAnswer?: boolean;
+  }
+}
+
 /**
  * The types an answer may be compressed in: JSON and text (Prometheus's included), never an event
  * stream, whose events must each go out when written.
@@ -29,12 +36,13 @@ function notModifiedTag(request: FastifyRequest, reply: FastifyReply): void {
 /**
  * Answers as the client's Accept-Encoding prefers (`preferredCoding`): a whole body of at least
  * `minBytes`, of a compressible type, not already coded, is compressed off the event loop, and its
- * strong ETag becomes that coding's own. HEAD runs the same hook on the same body, so it says what
- * GET would. `Vary: Accept-Encoding` is one of the fixed headers (`plugins/response-headers.ts`).
+ * strong ETag becomes that coding's own; the bytes a route keeps (`keptAnswer`) are compressed once
+ * per coding. HEAD runs the same hook on the same body, so it says what GET would.
+ * `Vary: Accept-Encoding` is one of the fixed headers (`plugins/response-headers.ts`).
  */
 export const contentCodingsPlugin = fp(
   async (app: FastifyInstance, { minBytes }: { minBytes: number }) => {
-    const coded: onSendHookHandler = (request, reply, payload, done) => {
+    const codedAnswers: onSendHookHandler = (request, reply, payload, done) => {
       if (reply.statusCode === 304) notModifiedTag(request, reply);
       if (typeof payload !== 'string' && !Buffer.isBuffer(payload)) return done(null, payload);
       // The size first: most answers are small, and their Accept-Encoding need not be read.
@@ -47,17 +55,43 @@ export const contentCodingsPlugin = fp(
       if (typeof type !== 'string' || !COMPRESSIBLE.test(type) || reply.hasHeader('content-encoding')) {
         return done(null, payload);
       }
-      const body = typeof payload === 'string' ? Buffer.from(payload) : payload;
-      compress(coding, body, (error, compressed) => {
+      coded(coding, payload, request.routeOptions.config.keptAnswer === true, (error, compressed) => {
         if (error !== null) return done(error);
         codedAnswer(reply, coding, compressed.length);
         done(null, compressed);
       });
     };
-    app.addHook('onSend', coded);
+    app.addHook('onSend', codedAnswers);
   },
   { name: 'content-codings' },
 );
+
+/** The coded forms of the bytes routes keep (`keptAnswer`), each made once. */
+const keptForms = new WeakMap<Buffer, Map<Coding, Buffer>>();
+
+function coded(
+  coding: Coding,
+  payload: string | Buffer,
+  kept: boolean,
+  done: (error: Error | null, result: Buffer) => void,
+): void {
+  if (typeof payload === 'string' || !kept) {
+    compress(coding, typeof payload === 'string' ? Buffer.from(payload) : payload, done);
+    return;
+  }
+  const form = keptForms.get(payload)?.get(coding);
+  if (form !== undefined) {
+    done(null, form);
+    return;
+  }
+  compress(coding, payload, (error, result) => {
+    if (error === null) {
+      const forms = keptForms.get(payload) ?? new Map<Coding, Buffer>();
+      keptForms.set(payload, forms.set(coding, result));
+    }
+    done(error, result);
+  });
+}
 
 function codedAnswer(reply: FastifyReply, coding: Coding, length: number): void {
   reply.header('content-encoding', coding).header('content-length', length);

@@ -14,7 +14,7 @@ import { CODINGS, decoderOf } from '../lib/content-coding.js';
 
 declare module 'fastify' {
   interface FastifyRequest {
-    /** The body's JSON text, kept only for routes whose config sets `rawJson: true`; absent if refused before routing. */
+    /** The body's JSON text, kept only for routes whose config sets `rawJson: true` until their answer is sent; absent if refused before routing. */
     rawJson?: string | null;
   }
   interface FastifyContextConfig {
@@ -194,6 +194,13 @@ export const jsonBodyPlugin = fp(
       route.preParsing = [...[route.preParsing ?? []].flat(), ...(http2 ? [untypedHttp2Body] : []), decodedBody];
     });
     app.decorateRequest('rawJson', null);
+    // Once answered, the body is let go: an answer that waits (for its compression, in turn) holds
+    // only its own bytes, not a parsed copy of a large body for every scavenge to move.
+    app.addHook('onSend', (request, _reply, payload, done) => {
+      request.body = undefined;
+      request.rawJson = null;
+      done(null, payload);
+    });
     app.removeAllContentTypeParsers();
     const options = { parseAs: 'buffer' } as const;
     const parser = (request: FastifyRequest, body: string | Buffer, done: (error: null, body: unknown) => void) =>

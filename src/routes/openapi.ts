@@ -8,6 +8,7 @@ export async function openapiRoute(app: FastifyInstance): Promise<void> {
   app.get(
     '/openapi.json',
     {
+      config: { keptAnswer: true },
       schema: {
         operationId: 'getOpenApi',
         summary: 'OpenAPI document',

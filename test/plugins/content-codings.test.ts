@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
+import { after, before, describe, it, mock } from 'node:test';
+import zlib from 'node:zlib';
 import { CODINGS, preferredCoding } from '../../src/lib/content-coding.js';
 import { type Client, listening, sendTo, type TestResponse, transports } from '../helpers.js';
 
@@ -30,6 +31,22 @@ for (const [transport, connect] of transports) {
         assertCoded(res, coding);
         assert.ok((res.bytes?.length ?? 0) < plain.text.length / 4, `${coding}: ${res.bytes?.length} bytes`);
         assert.deepEqual(res.json(), plain.json(), coding);
+      }
+    });
+
+    it('compresses the OpenAPI document once per coding: every later answer is the same bytes', async () => {
+      const headers = { 'accept-encoding': 'gzip' };
+      const first = await client.send({ path: '/openapi.json', headers });
+      const gzip = mock.method(zlib, 'gzip');
+      try {
+        for (let i = 0; i < 3; i += 1) {
+          const res = await client.send({ path: '/openapi.json', headers });
+          assertCoded(res, 'gzip');
+          assert.deepEqual(res.bytes, first.bytes);
+        }
+        assert.equal(gzip.mock.callCount(), 0);
+      } finally {
+        gzip.mock.restore();
       }
     });
 

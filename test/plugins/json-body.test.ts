@@ -4,7 +4,9 @@ import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { after, before, describe, it } from 'node:test';
 import zlib from 'node:zlib';
+import Fastify from 'fastify';
 import { CODINGS } from '../../src/lib/content-coding.js';
+import { jsonBodyPlugin } from '../../src/plugins/json-body.js';
 import { Flag, FrameType, frame, headersFrame, RawH2, requestFields } from '../h2-frames.js';
 import {
   assertEnvelope,
@@ -251,6 +253,35 @@ describe('Content-Encoding given more than once', () => {
       assert.deepEqual(answer.error?.details, [{ field: 'body', message: 'is not valid gzip data', value: null }]);
     } finally {
       raw.destroy();
+      await app.close();
+    }
+  });
+});
+
+describe('an answer on its way out', () => {
+  it('holds neither the parsed body nor its text: the hooks after the route see them let go', async () => {
+    const app = Fastify();
+    await app.register(jsonBodyPlugin);
+    const seen: unknown[] = [];
+    app.addHook('onSend', (request, _reply, payload, done) => {
+      seen.push({ body: request.body, rawJson: request.rawJson });
+      done(null, payload);
+    });
+    app.post('/raw', { config: { rawJson: true } }, async (request) => ({
+      text: request.rawJson,
+      n: (request.body as { n: number }).n,
+    }));
+    try {
+      const res = await app.inject({
+        method: 'POST',
+        url: '/raw',
+        headers: { 'content-type': 'application/json' },
+        payload: '{"n": 1}',
+      });
+      assert.equal(res.statusCode, 200, res.body);
+      assert.deepEqual(res.json(), { text: '{"n": 1}', n: 1 });
+      assert.deepEqual(seen, [{ body: undefined, rawJson: null }]);
+    } finally {
       await app.close();
     }
   });
