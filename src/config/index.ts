@@ -4,7 +4,7 @@ import { OPERATIONS } from './operations.js';
 import { PROTOCOLS } from './protocols.js';
 import { REDIS } from './redis.js';
 import { SERVICE } from './service.js';
-import { type Concern, ConfigError, MAX_SHOWN_CHARACTERS, type SettingValues, shown } from './setting.js';
+import { type Concern, ConfigError, type SettingValues, shown, withArgumentsShown } from './setting.js';
 import { STREAMS } from './streams.js';
 import { TRACING } from './tracing.js';
 
@@ -56,13 +56,6 @@ export function parseCommandLine(argv: readonly string[]): CommandLine {
   } catch (error) {
     throw new ConfigError(withArgumentsShown((error as Error).message));
   }
-}
-
-/** A parseArgs message, each argument it quotes ('--nope') past MAX_SHOWN_CHARACTERS cut as `shown` cuts a value. */
-function withArgumentsShown(message: string): string {
-  return message.replace(/'([^']*)'/g, (quoted, argument: string) =>
-    argument.length > MAX_SHOWN_CHARACTERS ? shown(argument) : quoted,
-  );
 }
 
 /** A setting as the user gave it: `--port` if it came from its flag, else `PORT`. */

@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
+import { named, shown, withArgumentsShown } from '../config/setting.js';
 import { type CheckResult, GROUPS, type Report, runConformance, ToolError } from './index.js';
 
 /**
@@ -38,7 +39,7 @@ function positive(name: string, text: string | undefined): number | undefined {
   if (text === undefined) return undefined;
   const value = Number(text);
   if (!/^\d+(\.\d+)?$/.test(text) || value <= 0)
-    throw new ToolError(`--${name} takes a positive number, not ${JSON.stringify(text)}`);
+    throw new ToolError(`--${name} takes a positive number, not ${shown(text)}`);
   return value;
 }
 
@@ -56,10 +57,10 @@ function readCa(path: string): string {
   try {
     text = readFileSync(path, 'utf8');
   } catch (error) {
-    throw new ToolError(`--ca ${path} cannot be read (${(error as NodeJS.ErrnoException).code ?? 'error'})`);
+    throw new ToolError(`--ca ${named(path)} cannot be read (${(error as NodeJS.ErrnoException).code ?? 'error'})`);
   }
   if (!text.includes('-----BEGIN CERTIFICATE-----'))
-    throw new ToolError(`--ca ${path} is not a PEM file of certificates`);
+    throw new ToolError(`--ca ${named(path)} is not a PEM file of certificates`);
   return text;
 }
 
@@ -149,9 +150,11 @@ export async function conformanceMain(args: readonly string[]): Promise<number> 
     return report.failed === 0 ? 0 : 1;
   } catch (error) {
     const message =
-      error instanceof ToolError || (error as NodeJS.ErrnoException).code?.startsWith('ERR_PARSE_ARGS')
-        ? (error as Error).message
-        : `unexpected error: ${(error as Error).message}`;
+      error instanceof ToolError
+        ? error.message
+        : (error as NodeJS.ErrnoException).code?.startsWith('ERR_PARSE_ARGS')
+          ? withArgumentsShown((error as Error).message)
+          : `unexpected error: ${(error as Error).message}`;
     err.write(`greeting-service conformance: ${message.split('\n')[0]}\n`);
     return 2;
   }

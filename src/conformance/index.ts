@@ -1,4 +1,5 @@
 import { STATUS_CODES } from 'node:http';
+import { named, shown } from '../config/setting.js';
 import { expectEnvelope } from './assert.js';
 import { ALL_CHECKS } from './checks/all.js';
 import { type Check, CheckFailure, CheckSkip, type Context, GROUPS, type Group, makeContext } from './context.js';
@@ -85,13 +86,13 @@ function baseUrl(text: string): URL {
   try {
     url = new URL(text);
   } catch {
-    throw new ToolError(`not a URL: ${JSON.stringify(text)} (expected http://host:port)`);
+    throw new ToolError(`not a URL: ${shown(text)} (expected http://host:port)`);
   }
   if (url.protocol !== 'http:' && url.protocol !== 'https:') {
-    throw new ToolError(`not an http:// or https:// URL: ${text}`);
+    throw new ToolError(`not an http:// or https:// URL: ${named(text)}`);
   }
   if (url.username !== '' || url.password !== '' || url.search !== '' || url.hash !== '') {
-    throw new ToolError(`the base URL takes a scheme, a host, a port and a path only: ${text}`);
+    throw new ToolError(`the base URL takes a scheme, a host, a port and a path only: ${named(text)}`);
   }
   return url;
 }
@@ -107,7 +108,7 @@ function checkNames(names: readonly string[]): void {
   const known = new Set<string>([...GROUPS, ...ALL_CHECKS.map((check) => check.id)]);
   const unknown = names.filter((name) => !known.has(name));
   if (unknown.length > 0) {
-    throw new ToolError(`unknown group or check: ${unknown.join(', ')} (groups: ${GROUPS.join(', ')})`);
+    throw new ToolError(`unknown group or check: ${named(unknown.join(', '))} (groups: ${GROUPS.join(', ')})`);
   }
 }
 
@@ -118,7 +119,7 @@ async function preflight(http: Http): Promise<void> {
     try {
       answers.push(await http.send({ path }));
     } catch (error) {
-      throw new ToolError(`cannot reach ${http.origin.origin}: ${(error as Error).message}`);
+      throw new ToolError(`cannot reach ${named(http.origin.origin)}: ${(error as Error).message}`);
     }
   }
   const json = answers.some((res) => {
@@ -132,7 +133,7 @@ async function preflight(http: Http): Promise<void> {
   if (!json) {
     const [health] = answers;
     throw new ToolError(
-      `${http.origin.origin}${http.prefix} does not look like the service: GET /healthz and GET /api/hello answer no JSON` +
+      `${named(`${http.origin.origin}${http.prefix}`)} does not look like the service: GET /healthz and GET /api/hello answer no JSON` +
         ` (GET /healthz: ${health?.status} ${health?.headers['content-type'] ?? 'no content type'})`,
     );
   }

@@ -146,6 +146,27 @@ describe('greeting-service conformance', () => {
     });
   }
 
+  it('repeats at most 100 characters of any argument it refuses, in one short line', async () => {
+    const long = 'x'.repeat(100_000);
+    for (const args of [
+      [good.url, `--${long}`],
+      [`ftp://${long}`],
+      [`not a url ${long}`],
+      [`http://user@${long}`],
+      [good.url, '--only', long],
+      [good.url, '--ca', `/nonexistent/${long}`],
+      [good.url, '--max-time', long],
+    ]) {
+      const { code, stdout, stderr } = await conformance(...args);
+      const what = `${args.at(-1)?.slice(0, 20)}…`;
+      assert.equal(code, 2, what);
+      assert.equal(stdout, '', what);
+      assert.equal(stderr.split('\n').length, 2, what);
+      assert.ok(stderr.length < 500, `${what}: ${stderr.length} characters`);
+      assert.match(stderr, /… \(1000\d\d characters\)/, what);
+    }
+  });
+
   it('--help describes the options and exits 0', async () => {
     const { code, stdout } = await conformance('--help');
     assert.equal(code, 0);
