@@ -185,12 +185,17 @@ export const faultsPlugin = fp(
 
     /**
      * The end of a request that got no whole answer: status 0, and its one line and its listeners.
-     * Over HTTP/2 the response finishes as its stream closes, and Fastify ends the request then.
+     * Over HTTP/2 the response finishes as its stream closes, and Fastify ends the request then; but
+     * Node's response to a HEAD finishes only if it was ended, so a broken HEAD is ended here.
      */
     const noAnswer = (request: FastifyRequest, reply: FastifyReply): void => {
       // Read by the log line, the metrics and the span alike; HTTP/2's response refuses 0 through its setter.
       Object.defineProperty(reply.raw, 'statusCode', { value: 0 });
       if (!isHttp2(request)) requestLog.requestCompleted(null, request, reply);
+      else if (request.method === 'HEAD') {
+        const stream = (request.raw as unknown as Http2ServerRequest).stream;
+        stream.once('close', () => requestLog.requestCompleted(null, request, reply));
+      }
     };
 
     // While the service drains, nothing held may outlast half of SHUTDOWN_TIMEOUT_MS: the request is
@@ -306,6 +311,7 @@ export const faultsPlugin = fp(
      * Over HTTP/2 the stream is broken, never the connection, which carries other requests: reset
      * and malformed are RST_STREAM (INTERNAL_ERROR, PROTOCOL_ERROR), empty is RST_STREAM (NO_ERROR)
      * before any header, truncate the head and half the body, then RST_STREAM (INTERNAL_ERROR).
+     * A head with no body after it (HEAD, 204, 304) ends its stream: truncate then sends it alone.
      */
     const breakStream = (request: FastifyRequest, reply: FastifyReply, body: Body, kind: ConnectionFault): void => {
       const stream = (request.raw as unknown as Http2ServerRequest).stream;
@@ -320,7 +326,8 @@ export const faultsPlugin = fp(
         return;
       }
       sendHead(reply, body);
-      reply.raw.write(half(body), () => stream.close(code));
+      if (stream.writableEnded) stream.close(code);
+      else reply.raw.write(half(body), () => stream.close(code));
     };
 
     /** Breaks the connection instead of sending `body` (HTTP/1.1: the request has been read whole by now). */

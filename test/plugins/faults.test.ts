@@ -1197,6 +1197,20 @@ describe('over HTTP/2 (h2c)', () => {
     }
   });
 
+  it('a HEAD broken each way is ended too: logged with status 0, naming the fault', async () => {
+    const kinds = ['reset', 'empty', 'truncate', 'malformed'];
+    const broken = await onOneConnection(
+      kinds.map((kind) => ({ ':method': 'HEAD', 'x-fault-connection': kind, 'x-request-id': `h2-head-${kind}` })),
+    );
+    assert.equal(broken.length, kinds.length);
+    // The server ends its side of a stream as the client ends its own, or just after.
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    for (const kind of kinds) {
+      const line = log.lineOf(`h2-head-${kind}`);
+      assert.deepEqual([line.method, line.status, line.fault], ['HEAD', 0, kind]);
+    }
+  });
+
   it('logs each broken stream with status 0, naming the fault', () => {
     for (const kind of ['reset', 'empty', 'truncate', 'malformed']) {
       const line = log.lineOf(`h2-${kind}`);
