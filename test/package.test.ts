@@ -64,12 +64,17 @@ describe('the client as a package', () => {
 });
 
 describe('the conformance kit as a package', () => {
-  it('imports nothing of the service: only Node, decimal.js and its own modules', async () => {
+  it('imports nothing of the service: only Node, decimal.js, its own modules and the shown values', async () => {
+    const shownValues = join(ROOT, 'src/lib/shown.ts');
     const outside = await importsFromOutside(
       KIT,
-      (specifier) => specifier.startsWith('node:') || specifier === 'decimal.js',
+      (specifier, file) =>
+        specifier.startsWith('node:') ||
+        specifier === 'decimal.js' ||
+        resolve(dirname(file), specifier.replace(/\.js$/, '.ts')) === shownValues,
     );
     assert.deepEqual(outside, []);
+    assert.doesNotMatch(await readFile(shownValues, 'utf8'), /^import /m, 'the shown values import nothing');
   });
 
   describe('packed (npm pack, after npm run build)', () => {

@@ -3,7 +3,8 @@
 import { createPrivateKey, type KeyObject, X509Certificate } from 'node:crypto';
 import { closeSync, constants, fstatSync, openSync, readFileSync, type Stats } from 'node:fs';
 import { type FileHandle, open } from 'node:fs/promises';
-import { ConfigError, shown } from './setting.js';
+import { shown } from '../lib/shown.js';
+import { ConfigError } from './setting.js';
 
 /** The largest file a setting may name: a certificate chain or a CA bundle is a few hundred KB. */
 const MAX_FILE_BYTES = 1024 * 1024;

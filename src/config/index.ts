@@ -1,10 +1,11 @@
 import { type ParseArgsConfig, parseArgs } from 'node:util';
+import { shown, withArgumentsShown } from '../lib/shown.js';
 import { CODINGS } from './codings.js';
 import { OPERATIONS } from './operations.js';
 import { PROTOCOLS } from './protocols.js';
 import { REDIS } from './redis.js';
 import { SERVICE } from './service.js';
-import { type Concern, ConfigError, type SettingValues, shown, withArgumentsShown } from './setting.js';
+import { type Concern, ConfigError, type SettingValues } from './setting.js';
 import { STREAMS } from './streams.js';
 import { TRACING } from './tracing.js';
 

@@ -1,4 +1,5 @@
 import type { X509Certificate } from 'node:crypto';
+import { shown } from '../lib/shown.js';
 import {
   certificateFile,
   certificatesOf,
@@ -9,7 +10,7 @@ import {
   readText,
 } from './files.js';
 import { boolean, integer } from './parsers.js';
-import { ConfigError, concern, setting, shown } from './setting.js';
+import { ConfigError, concern, setting } from './setting.js';
 
 const settings = {
   headersTimeoutMs: setting({

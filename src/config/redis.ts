@@ -1,7 +1,8 @@
 import { isIP } from 'node:net';
+import { shown } from '../lib/shown.js';
 import { certificateFile, keyPairError, privateKeyFile, readSecretFile } from './files.js';
 import { boolean, integer } from './parsers.js';
-import { ConfigError, concern, type Given, type Parse, type SettingValues, setting, shown } from './setting.js';
+import { ConfigError, concern, type Given, type Parse, type SettingValues, setting } from './setting.js';
 
 /** Redis reads a database number as a signed 32-bit integer. */
 const MAX_REDIS_DATABASE = 2 ** 31 - 1;

@@ -1,7 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import { isIP } from 'node:net';
+import { shown } from '../lib/shown.js';
 import { BOOLEANS, boolean, integer } from './parsers.js';
-import { ConfigError, concern, setting, shown } from './setting.js';
+import { ConfigError, concern, setting } from './setting.js';
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 export type LogLevel = (typeof LOG_LEVELS)[number];

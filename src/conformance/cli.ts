@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
-import { named, shown, withArgumentsShown } from '../config/setting.js';
+import { named, shown, withArgumentsShown } from '../lib/shown.js';
 import { type CheckResult, GROUPS, type Report, runConformance, ToolError } from './index.js';
 
 /**
