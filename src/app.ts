@@ -103,6 +103,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
           headersTimeoutMs: config.headersTimeoutMs,
           requestTimeoutMs: config.requestTimeoutMs,
           keepAliveTimeoutMs: config.keepAliveTimeoutMs,
+          bodyLimit: config.bodyLimit,
         })
       : undefined;
   const app = Fastify({

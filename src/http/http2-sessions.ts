@@ -50,6 +50,14 @@ export const HTTP2_LIMITS = {
    * most. A session so holds at most this and the answers under way, however many streams it opens.
    */
   maxUnsentBytes: 1024 * 1024,
+  /**
+   * Bytes of request bodies being served at once across all sessions, each counted as its
+   * Content-Length declares or else as BODY_LIMIT, from the moment it is served until its stream
+   * closes: an answer can be as large as its request's body (the echo), and one its client does not
+   * read is held, on the heap, until then. Beyond it, the next requests with a body wait as above
+   * (a quarter of the 128 MiB heap the Kubernetes recipe gives); one is always served.
+   */
+  maxBodyBytesServed: 32 * 1024 * 1024,
 } as const;
 
 export interface Http2SessionOptions {
@@ -64,6 +72,8 @@ export interface Http2SessionOptions {
    * HTTP/1.1 connection, whatever else its client sends (PINGs, SETTINGS).
    */
   keepAliveTimeoutMs: number;
+  /** BODY_LIMIT: the most a request's body may hold, and so its answer, when it declares no length. */
+  bodyLimit: number;
 }
 
 type Handler = (request: Http2ServerRequest, response: Http2ServerResponse) => void;
@@ -154,6 +164,7 @@ interface Waiting {
   req: Http2ServerRequest;
   res: Http2Response;
   since: number;
+  bodyBytes: number;
 }
 
 /** What the service keeps of each session. */
@@ -185,6 +196,8 @@ export class Http2Sessions {
   readonly #sessions = new Map<ServerHttp2Session, SessionState>();
   readonly #options: Http2SessionOptions;
   #closing = false;
+  /** The bytes of request bodies served and whose streams are still open, in all sessions (maxBodyBytesServed). */
+  #bodyBytesServed = 0;
   /** Looks at every session's answers and waiting requests while there are sessions. */
   #watch: NodeJS.Timeout | undefined;
 
@@ -299,35 +312,68 @@ export class Http2Sessions {
       stream.close(constants.NGHTTP2_REFUSED_STREAM);
       return;
     }
-    if (state.waiting.length > 0 || unsentOf(state) >= HTTP2_LIMITS.maxUnsentBytes) {
+    const bodyBytes = stream.endAfterHeaders ? 0 : this.#bodyBytesOf(req);
+    if (state.waiting.length > 0 || unsentOf(state) >= HTTP2_LIMITS.maxUnsentBytes || !this.#bodyFits(bodyBytes)) {
       // Streams reset while they wait are dropped here too: no more wait than may be open at once.
       if (state.waiting.length >= HTTP2_LIMITS.maxConcurrentStreams) {
         state.waiting = state.waiting.filter((waiting) => !waiting.req.stream.destroyed);
       }
-      state.waiting.push({ req, res: res as Http2Response, since: performance.now() });
+      state.waiting.push({ req, res: res as Http2Response, since: performance.now(), bodyBytes });
       return;
     }
-    this.#answer(state, req, res as Http2Response);
+    this.#answer(state, req, res as Http2Response, bodyBytes);
   };
 
-  #answer(state: SessionState, req: Http2ServerRequest, res: Http2Response): void {
+  /** What a request's body may hold: its declared length, or BODY_LIMIT when it declares none or is coded (it may decode to that). */
+  #bodyBytesOf(req: Http2ServerRequest): number {
+    const { bodyLimit } = this.#options;
+    const { 'content-length': declared, 'content-encoding': coding } = req.headers;
+    if (declared === undefined || coding !== undefined) return bodyLimit;
+    const length = Number(declared);
+    return length >= 0 && length < bodyLimit ? length : bodyLimit;
+  }
+
+  /** Whether a request with a body of so many bytes may be served now: always, if no other body is. */
+  #bodyFits(bodyBytes: number): boolean {
+    return (
+      bodyBytes === 0 ||
+      this.#bodyBytesServed === 0 ||
+      this.#bodyBytesServed + bodyBytes <= HTTP2_LIMITS.maxBodyBytesServed
+    );
+  }
+
+  #answer(state: SessionState, req: Http2ServerRequest, res: Http2Response, bodyBytes: number): void {
     const { stream } = req;
     // A request that waited has the whole request timeout again once served.
     res.progressAt = performance.now();
     state.answers.add(res);
+    this.#bodyBytesServed += bodyBytes;
     stream.once('close', () => {
       state.answers.delete(res);
-      this.#serveWaiting(state);
+      // An answer cut short never ends: its timer would hold it, and its body, for the request timeout.
+      clearTimeout(res.timer);
+      if (bodyBytes === 0) {
+        this.#serveWaiting(state);
+        return;
+      }
+      // Any session's requests may be waiting for these bytes.
+      this.#bodyBytesServed -= bodyBytes;
+      for (const waiting of this.#sessions.values()) this.#serveWaiting(waiting);
     });
     if (!stream.endAfterHeaders) res.timer = this.#requestTimer(req, res);
     this.#handler(req, res);
   }
 
-  /** Serves the requests that wait, in turn, while the session's unsent bytes are under the bound. */
+  /**
+   * Serves the requests that wait, in turn, while the session's unsent bytes are under the bound and
+   * the next one's body fits the bound of all sessions.
+   */
   #serveWaiting(state: SessionState): void {
     while (state.waiting.length > 0 && unsentOf(state) < HTTP2_LIMITS.maxUnsentBytes) {
-      const { req, res } = state.waiting.shift() as Waiting;
-      if (!req.stream.destroyed) this.#answer(state, req, res);
+      const next = state.waiting[0] as Waiting;
+      if (!next.req.stream.destroyed && !this.#bodyFits(next.bodyBytes)) return;
+      state.waiting.shift();
+      if (!next.req.stream.destroyed) this.#answer(state, next.req, next.res, next.bodyBytes);
     }
   }
 

@@ -26,6 +26,8 @@ export interface ProtocolOptions {
   headersTimeoutMs: number;
   requestTimeoutMs: number;
   keepAliveTimeoutMs: number;
+  /** BODY_LIMIT, which bounds what HTTP/2 requests with bodies hold together. */
+  bodyLimit: number;
 }
 
 /** Fastify's server options the factory applies as Fastify applies them to its own server. */
@@ -200,6 +202,7 @@ export function protocolServerFactory(options: ProtocolOptions): FastifyServerFa
       const sessions = new Http2Sessions(serve, {
         requestTimeoutMs: options.requestTimeoutMs,
         keepAliveTimeoutMs: options.keepAliveTimeoutMs,
+        bodyLimit: options.bodyLimit,
       });
       // What Node would answer by itself, with a bare status, goes where it goes over HTTP/1.1: an
       // Expect it cannot meet, and CONNECT.
