@@ -163,6 +163,36 @@ for (const http2 of [false, true]) {
       reader.socket.destroy();
     });
 
+    it('meets Expect: 100-continue once the body is read: a request refused on its headers gets its answer alone, then the connection closes', async () => {
+      const head = (line: string, type: string, length: number) =>
+        `${line} HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Type: ${type}\r\nContent-Length: ${length}\r\n\r\n`;
+      const refused = [
+        [head('POST /api/nowhere', 'application/json', 8), 404, 'NOT_FOUND'],
+        [head('POST /api/echo', 'text/plain', 8), 415, 'UNSUPPORTED_MEDIA_TYPE'],
+        [head('POST /api/echo', 'application/json', 2 ** 30), 413, 'PAYLOAD_TOO_LARGE'],
+        [head('PUT /api/hello', 'application/json', 8), 405, 'METHOD_NOT_ALLOWED'],
+      ] as const;
+      for (const [bytes, status, code] of refused) {
+        // The client waits for the 100 before it sends a body: the first answer read is the final one.
+        const reader = await send(server.port, bytes);
+        const res = await reader.next();
+        assertError(res, status, code);
+        assert.equal(res.headers.connection, 'close', code);
+        await reader.closed();
+      }
+    });
+
+    it('answers Expect: 100-continue on a request without a body with 100 at once, and keeps the connection', async () => {
+      const reader = await send(server.port, 'GET /api/hello HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\n\r\n');
+      assert.equal((await reader.next()).status, 100);
+      const res = await reader.next();
+      assert.equal(res.status, 200);
+      assert.notEqual(res.headers.connection, 'close');
+      reader.socket.write(get('/api/hello'));
+      assert.equal((await reader.next()).status, 200);
+      reader.socket.destroy();
+    });
+
     it('answers CONNECT with 405 and Allow naming the methods the service takes, then closes', async () => {
       const res = await lastAnswer(
         server.port,

@@ -50,7 +50,8 @@ export class ResponseReader {
       headers[line.slice(0, colon).trim().toLowerCase()] = line.slice(colon + 1).trim();
     }
     let length = 0;
-    if (status >= 200) {
+    // 1xx, 204 and 304 have no body (RFC 9112, 6.3).
+    if (status >= 200 && status !== 204 && status !== 304) {
       const declared = headers['content-length'];
       if (declared === undefined) throw new Error(`a response without Content-Length: ${statusLine}`);
       length = Number(declared);

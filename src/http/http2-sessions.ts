@@ -12,6 +12,7 @@ import type { Socket } from 'node:net';
 import { performance } from 'node:perf_hooks';
 import type { Duplex } from 'node:stream';
 import { apiError } from '../errors.js';
+import { continueWhenRead } from '../lib/expect-continue.js';
 import { lingerThenClose } from '../lib/linger.js';
 
 /**
@@ -216,6 +217,10 @@ export class Http2Sessions {
       setImmediate(this.#serve, req, res),
     ) as unknown as Http2Server;
     this.server.on('session', (session) => this.#begin(session));
+    this.server.on('checkContinue', (req: Http2ServerRequest, res: Http2ServerResponse) => {
+      continueWhenRead(req, res);
+      this.server.emit('request', req, res);
+    });
   }
 
   /** Takes a connection whose client speaks HTTP/2: the preface was read, or ALPN chose h2. */

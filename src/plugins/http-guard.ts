@@ -4,6 +4,7 @@ import { Readable } from 'node:stream';
 import type { FastifyInstance, FastifyReply, FastifyRequest, RequestPayload } from 'fastify';
 import fp from 'fastify-plugin';
 import { ApiError, apiError, type ErrorDetail, unsupportedVersion, validationError } from '../errors.js';
+import { continueWhenRead } from '../lib/expect-continue.js';
 import { lingerThenClose } from '../lib/linger.js';
 
 /**
@@ -121,7 +122,7 @@ function refusal(request: FastifyRequest, unmet: WeakSet<IncomingMessage>): ApiE
 
 const UPGRADE = /upgrade/i;
 
-/** An Expect that Node meets by itself, as its server tells it. */
+/** The one Expect the service meets (`continueWhenRead`), as Node's server tells it. */
 const CONTINUE = /(?:^|\W)100-continue(?:$|\W)/i;
 
 const BODY_CUT_SHORT = 'The request body was not received whole.';
@@ -230,6 +231,10 @@ export const httpGuardPlugin = fp(
     // takes it as any other request (in its turn on its connection); the check below refuses it with a 417.
     app.server.on('checkExpectation', (request, response) => {
       unmet.add(request);
+      app.server.emit('request', request, response);
+    });
+    app.server.on('checkContinue', (request, response) => {
+      continueWhenRead(request, response);
       app.server.emit('request', request, response);
     });
     // A request that asks to switch protocols comes here with its connection, which Node's parser

@@ -1,5 +1,7 @@
 import assert from 'node:assert/strict';
+import { once } from 'node:events';
 import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import http2 from 'node:http2';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -354,5 +356,71 @@ describe('the readiness switch: Authorization given twice, over HTTP/1.1 and h2c
       }
     }
     assert.deepEqual((await sendTo(server.origin, { path: '/readyz' })).json(), { status: 'ready' });
+  });
+});
+
+describe('the readiness switch: Expect: 100-continue, over HTTP/1.1 and h2c alike', () => {
+  let server: ListeningApp;
+  before(async () => {
+    server = await listening({ http2: true, adminTokenFile: tokenFile() });
+  });
+  after(() => server.app.close());
+
+  const head = (authorization: string) =>
+    `POST /readyz/enable HTTP/1.1\r\nHost: x\r\n${authorization}Expect: 100-continue\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n`;
+
+  it('HTTP/1.1: without the token, the 401 and no 100 (the body is not asked for), then the connection closes', async () => {
+    const reader = new ResponseReader(await connectTo(server.port));
+    reader.socket.write(head(''));
+    const res = await reader.next();
+    assertEnvelope(res, 401, 'UNAUTHORIZED');
+    assert.equal(res.headers.connection, 'close');
+    await reader.closed();
+  });
+
+  it('HTTP/1.1: with the token, 100 Continue, and the body read', async () => {
+    const reader = new ResponseReader(await connectTo(server.port));
+    try {
+      reader.socket.write(head(`Authorization: Bearer ${TOKEN}\r\n`));
+      assert.equal((await reader.next()).status, 100);
+      reader.socket.write('{}');
+      assert.equal((await reader.next()).status, 204);
+    } finally {
+      reader.socket.destroy();
+    }
+  });
+
+  /** The answer's status and whether a 100 came before it, for a POST whose body waits for the 100. */
+  async function h2cExchange(headers: Record<string, string>): Promise<{ continued: boolean; status: number }> {
+    const session = http2.connect(server.origin);
+    try {
+      const stream = session.request(
+        {
+          ':method': 'POST',
+          ':path': '/readyz/enable',
+          expect: '100-continue',
+          'content-type': 'application/json',
+          'content-length': '2',
+          ...headers,
+        },
+        { endStream: false },
+      );
+      let continued = false;
+      stream.on('continue', () => {
+        continued = true;
+        stream.end('{}');
+      });
+      const [fields] = (await once(stream, 'response')) as [http2.IncomingHttpHeaders];
+      stream.resume();
+      await once(stream, 'close');
+      return { continued, status: Number(fields[':status']) };
+    } finally {
+      session.close();
+    }
+  }
+
+  it('h2c: without the token, the 401 and no 100; with it, 100 Continue and the body read', async () => {
+    assert.deepEqual(await h2cExchange({}), { continued: false, status: 401 });
+    assert.deepEqual(await h2cExchange(bearer(TOKEN)), { continued: true, status: 204 });
   });
 });
