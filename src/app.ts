@@ -156,7 +156,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   }).withTypeProvider<TypeBoxTypeProvider>();
 
   serveInTurn(app.server, app.log);
-  socketAnswers.refuseConnect(app);
+  socketAnswers.refuseMethods(app);
   if (certificate !== null) {
     certificate.follow(app.server as unknown as TlsServer, app.log);
     app.decorate('reloadCertificate', () => certificate.reload());

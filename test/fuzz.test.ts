@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { METHODS } from 'node:http';
+import { METHODS, type OutgoingHttpHeaders } from 'node:http';
+import { type ClientHttp2Session, type ClientHttp2Stream, constants as http2Constants } from 'node:http2';
 import { connect, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -13,6 +14,7 @@ import { pino } from 'pino';
 import { buildApp } from '../src/app.js';
 import { type Config, DEFAULT_CONFIG } from '../src/config/index.js';
 import { entityTag } from '../src/domain/profile.js';
+import { HTTP2_LIMITS } from '../src/http/http2-sessions.js';
 import { MemoryProfileStore } from '../src/stores/memory-profile.js';
 import type { ProfileStore } from '../src/stores/profile.js';
 import {
@@ -27,6 +29,7 @@ import {
   POLLUTED_PROPERTY,
   rawHeaders,
 } from './fuzz/arbitraries.js';
+import { h2, readStream } from './h2-client.js';
 import { decodeBody, LogCapture, parseRawResponse, type TestResponse, testConfig } from './helpers.js';
 import { conformanceOf } from './openapi-conformance.js';
 import { REDIS_SERVER_MISSING, REDIS_SKIP_REASON, RedisServer } from './redis-server.js';
@@ -109,6 +112,41 @@ const SAFE_REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 const UTC_TIMESTAMP = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
 const INJECTABLE_METHODS = new Set([...METHODS, ...METHODS.map((method) => method.toLowerCase())]);
 /** The profile's tag, plain (`"3"`) or of a content coding (`"3-gzip"`): the version it names is the same. */
+/** Fields HTTP/2 forbids in a request (RFC 9113, 8.2.2), and Host, which `:authority` replaces: left out of the requests sent over it. */
+const NOT_HTTP2_FIELDS = new Set([
+  'connection',
+  'keep-alive',
+  'proxy-connection',
+  'transfer-encoding',
+  'upgrade',
+  'host',
+]);
+/**
+ * A `:path` HTTP/2 does not take (RFC 9113, 8.3.1): none, not absolute but `*` alone for OPTIONS, or
+ * with a space, a control character or DEL in it, as nghttp2 checks it.
+ */
+function malformedOverHttp2({ method, path, query }: FuzzRequest): boolean {
+  const target = path + query;
+  const invalid = [...target].some((character) => character <= ' ' || character === '\x7f');
+  return (!path.startsWith('/') && !(target === '*' && method === 'OPTIONS')) || invalid;
+}
+
+/** Node's HTTP/2 client writes each character of a field as one byte: text beyond Latin-1 would go cut. */
+function beyondLatin1({ method, path, query, headers }: FuzzRequest): boolean {
+  return /[\u0100-\uffff]/.test([method, path, query, ...headers.flat()].join(''));
+}
+
+/** A header list over the service's HTTP/2 bounds: its size as HPACK counts it (32 bytes a field besides its name and value), or its fields. */
+function overHttp2Limits(fields: OutgoingHttpHeaders, origin: URL): boolean {
+  const pairs = [
+    ...Object.entries(fields).flatMap(([name, value]) => [value].flat().map((one) => [name, String(one)])),
+    // What Node's client adds.
+    [':scheme', origin.protocol.slice(0, -1)],
+    [':authority', origin.host],
+  ];
+  const size = pairs.reduce((sum, [name, value]) => sum + Buffer.byteLength(`${name}${value}`) + 32, 0);
+  return size > HTTP2_LIMITS.maxHeaderListSize || pairs.length > HTTP2_LIMITS.maxHeaderListPairs;
+}
 const PROFILE_TAG = /^"(\d+)(?:-(?:zstd|br|gzip|deflate))?"$/;
 const WRITE_METHODS = new Set(['POST', 'PUT', 'PATCH']);
 
@@ -298,6 +336,9 @@ class FuzzedApp {
   expected: Snapshot = { profile: null, etag: '' };
   app!: FastifyInstance;
   port = 0;
+  /** Requests sent over HTTP/2, and the session they share (opened again if the server ends it). */
+  http2Requests = 0;
+  #session: ClientHttp2Session | undefined;
 
   constructor(readonly options: FuzzedAppOptions = {}) {
     this.rateLimited = options.rateLimited ?? false;
@@ -385,6 +426,59 @@ class FuzzedApp {
     if (connectionFault && (answer === null || brokenOnPurpose(answer))) return this.broken();
     assert.ok(answer !== null && answer !== '', `no answer to ${JSON.stringify(head)}`);
     await this.check(sent, parseRawResponse(answer));
+  }
+
+  /**
+   * Over HTTP/2 (h2c, or h2 with `tls`), on one session: the request as Node's client sends it,
+   * names in lower case, without the fields HTTP/2 forbids, a body with its length. A request that
+   * client will not send (a method HTTP/2 cannot carry, a field given twice that must be given
+   * once, headers over the bounds, text beyond Latin-1) goes over HTTP/1.1 instead. No `Accept-Encoding`: its answers
+   * are read as text.
+   */
+  async http2(generated: FuzzRequest): Promise<void> {
+    const request = this.prepared({
+      ...generated,
+      headers: generated.headers.filter(
+        ([name]) => !NOT_HTTP2_FIELDS.has(name.toLowerCase()) && name.toLowerCase() !== 'accept-encoding',
+      ),
+    });
+    const fields: OutgoingHttpHeaders = { ':method': request.method, ':path': request.path + request.query };
+    for (const [name, value] of request.headers) {
+      const key = name.toLowerCase();
+      const given = fields[key];
+      fields[key] = given === undefined ? value : [...[given].flat().map(String), value];
+    }
+    if (request.body !== undefined) fields['content-length'] = request.body.length;
+    const origin = new URL(`${this.options.tls ? 'https' : 'http'}://127.0.0.1:${this.port}`);
+    if (this.#session === undefined || this.#session.closed || this.#session.destroyed) {
+      this.#session = await h2(origin.origin, { tls: { rejectUnauthorized: false } });
+    }
+    // Node's client resets such a request itself, unsent, or the server does (ENHANCE_YOUR_CALM,
+    // test/http/http2.test.ts): over HTTP/1.1 it gets its 431.
+    if (overHttp2Limits(fields, origin) || beyondLatin1(request)) return this.socket(generated, []);
+    let stream: ClientHttp2Stream;
+    try {
+      stream = this.#session.request(fields, { endStream: request.body === undefined });
+    } catch {
+      return this.socket(generated, []);
+    }
+    if (request.body !== undefined) stream.end(request.body);
+    this.http2Requests++;
+    const answer = await readStream(stream).catch(() => null);
+    const context = `${describeRequest(request)} over HTTP/2 → ${answer?.status ?? `reset ${stream.rstCode}`}`;
+    if (malformedOverHttp2(request)) {
+      // A malformed request is a stream error (RFC 9113, 8.1.1): reset, with no answer.
+      assert.equal(answer, null, context);
+      assert.equal(stream.rstCode, http2Constants.NGHTTP2_PROTOCOL_ERROR, context);
+      this.requests++;
+      return;
+    }
+    assert.ok(answer !== null && answer.status !== 0, `no answer, the stream reset with ${stream.rstCode}: ${context}`);
+    await this.check(request, answer);
+  }
+
+  closeSession(): void {
+    this.#session?.destroy();
   }
 
   /**
@@ -641,7 +735,15 @@ describe(`fuzz: under each optional feature, ${FEATURE_RUNS} requests each`, () 
           fc.asyncProperty(feature.requests, rawHeaders, (request, raw) => fuzzed.socket(request, raw)),
           { seed: SEED, numRuns: socketRuns, includeErrorInReport: true },
         );
-        assert.ok(fuzzed.requests >= FEATURE_RUNS, `${fuzzed.requests} requests`);
+        // Served over HTTP/2 as well, as many again as over HTTP/1.1, most of them sent so.
+        const http2Runs = options.overrides?.http2 === true ? FEATURE_RUNS : 0;
+        await fc.assert(
+          fc.asyncProperty(feature.requests, (request) => fuzzed.http2(request)),
+          { seed: SEED, numRuns: http2Runs, includeErrorInReport: true },
+        );
+        fuzzed.closeSession();
+        assert.ok(fuzzed.http2Requests >= http2Runs / 2, `${fuzzed.http2Requests} of ${http2Runs} over HTTP/2`);
+        assert.ok(fuzzed.requests >= FEATURE_RUNS + http2Runs, `${fuzzed.requests} requests`);
         assert.deepEqual(fuzzed.errorLines(), []);
         await fuzzed.app.close();
         check?.();

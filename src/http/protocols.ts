@@ -6,6 +6,7 @@ import type { TLSSocket } from 'node:tls';
 import type { FastifyServerFactory } from 'fastify';
 import type { ServerCertificate } from './certificates.js';
 import { Http2Sessions } from './http2-sessions.js';
+import { ROUTABLE_METHODS, UNROUTABLE_METHOD } from './socket-answers.js';
 
 /**
  * The server the service listens with, for the protocols configured. With neither HTTP2 nor TLS it
@@ -199,7 +200,12 @@ export function protocolServerFactory(options: ProtocolOptions): FastifyServerFa
       closeHandshakesOnClose(server as HttpsServer);
     }
     if (options.http2) {
-      const sessions = new Http2Sessions(serve, {
+      // Over HTTP/2 any token is a method: one Fastify's router cannot route is refused (socket-answers.ts).
+      const routed = (request: Http2ServerRequest, response: Http2ServerResponse): void => {
+        if (ROUTABLE_METHODS.has(request.method)) serve(request, response);
+        else server.emit(UNROUTABLE_METHOD, request, response);
+      };
+      const sessions = new Http2Sessions(routed, {
         requestTimeoutMs: options.requestTimeoutMs,
         keepAliveTimeoutMs: options.keepAliveTimeoutMs,
         bodyLimit: options.bodyLimit,
@@ -208,7 +214,7 @@ export function protocolServerFactory(options: ProtocolOptions): FastifyServerFa
       // Expect it cannot meet, and CONNECT.
       for (const event of ['checkExpectation', 'connect'] as const) {
         sessions.server.on(event, (request: Http2ServerRequest, response: Http2ServerResponse) => {
-          server.emit(event, request, response);
+          server.emit(ROUTABLE_METHODS.has(request.method) ? event : UNROUTABLE_METHOD, request, response);
         });
       }
       divertHttp2(server, sessions, options);

@@ -1,10 +1,11 @@
 import { randomUUID } from 'node:crypto';
-import { type IncomingMessage, type ServerResponse, STATUS_CODES } from 'node:http';
+import { type IncomingMessage, METHODS, type ServerResponse, STATUS_CODES } from 'node:http';
 import type { Http2ServerResponse } from 'node:http2';
 import type { Socket } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import { type ApiError, apiError, envelope, methodNotAllowed, unsupportedVersion } from '../errors.js';
 import { lingerThenClose } from '../lib/linger.js';
+import { named } from '../lib/shown.js';
 
 /**
  * Answers on a socket where Node gives Fastify no request to reply to: errors on a connection
@@ -16,6 +17,12 @@ import { lingerThenClose } from '../lib/linger.js';
  * in order. Later errors on the same connection (more bytes, its timeout) add nothing; once the
  * answer is written, they end the connection.
  */
+
+/** The methods Fastify's router routes: Node's own list, which find-my-way keeps too. */
+export const ROUTABLE_METHODS: ReadonlySet<string> = new Set(METHODS);
+
+/** The event an HTTP/2 server emits, with the request and its response, for a method outside `ROUTABLE_METHODS`. */
+export const UNROUTABLE_METHOD = 'unroutableMethod';
 
 /** What an answer written to a socket takes from the response headers. */
 export interface SocketHeaders {
@@ -109,19 +116,26 @@ export class SocketAnswers {
   /**
    * A CONNECT asks for a tunnel, which this service, no proxy, does not offer: 405, naming the
    * methods it takes. Node hands the connection over with its own listeners removed; it closes
-   * as every answered socket does.
+   * as every answered socket does. Over HTTP/2, where any token is a method, one the router does
+   * not know (`FOO`, a lower-case `get`; `UNROUTABLE_METHOD`), which Fastify would answer without
+   * the service's hooks, gets the 400 Node's HTTP/1.1 parser gets it (`HPE_INVALID_METHOD`), not
+   * RFC 9110's 501: what a client sends wrong is no server error to whoever watches the 5xx.
+   * Over HTTP/2 either is a stream of its own, answered on it, and the session goes on.
    */
-  refuseConnect(app: FastifyInstance): void {
+  refuseMethods(app: FastifyInstance): void {
     app.server.on('connect', (request: IncomingMessage, socket: Socket | Http2ServerResponse) => {
       const refusal = methodNotAllowed('CONNECT', this.#headers.methods);
       const id = this.#headers.requestId(request);
-      // Over HTTP/2, a CONNECT is a stream of its own, answered on it; the session goes on.
       if (request.httpVersionMajor === 2) {
         this.#answerStream(app, socket as Http2ServerResponse, refusal, id, 'CONNECT');
         return;
       }
       const connection = socket as Socket;
       this.#answer(app, connection, refusal, id, 'CONNECT');
+    });
+    app.server.on(UNROUTABLE_METHOD, (request: IncomingMessage, response: Http2ServerResponse) => {
+      const id = this.#headers.requestId(request);
+      this.#answerStream(app, response, apiError(400), id, named(request.method ?? ''));
     });
   }
 

@@ -6,6 +6,7 @@ import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { request as http1Request } from 'undici';
 import { HTTP2_LIMITS } from '../../src/http/http2-sessions.js';
+import { API_SECURITY_HEADERS } from '../../src/plugins/response-headers.js';
 import { h2, readStream } from '../h2-client.js';
 import {
   ErrorCode,
@@ -299,6 +300,36 @@ describe('HTTP/2 with prior knowledge beside HTTP/1.1 on one port', () => {
       assert.equal(refused.headers['x-content-type-options'], 'nosniff');
       await until(() => server.logs.lines.some((line) => line.request_id === 'h2-connect'));
       assert.equal(server.logs.lineOf('h2-connect').reason, 'CONNECT');
+      assert.equal((await sendHttp2(session, { path: '/api/hello' })).status, 200, 'the session goes on');
+    } finally {
+      session.close();
+    }
+  });
+
+  it('answers a method HTTP/1.1 would not take (any token is one over HTTP/2) with the 400 HTTP/1.1 gives it, with every fixed header, and goes on', async () => {
+    const session = await h2(server.origin);
+    try {
+      for (const [method, id] of [
+        ['FOO', 'h2-foo'],
+        ['get', 'h2-lower-get'],
+        ['Post', 'h2-mixed-post'],
+      ]) {
+        const stream = session.request({ ':method': method, ':path': '/api/hello', 'x-request-id': id });
+        const refused = await readStream(stream);
+        const error = assertEnvelope(refused, 400, 'BAD_REQUEST');
+        assert.equal(error.request_id, id, method);
+        assert.equal(refused.headers['x-request-id'], id, method);
+        for (const [name, value] of Object.entries(API_SECURITY_HEADERS))
+          assert.equal(refused.headers[name], value, name);
+        await until(() => server.logs.lines.some((line) => line.request_id === id));
+        assert.deepEqual(
+          server.logs.lines
+            .filter((line) => line.request_id === id)
+            .map(({ msg, status, reason }) => [msg, status, reason]),
+          [['client error', 400, method]],
+          method,
+        );
+      }
       assert.equal((await sendHttp2(session, { path: '/api/hello' })).status, 200, 'the session goes on');
     } finally {
       session.close();
