@@ -111,7 +111,7 @@ const NOT_HTTP = new Set([400, 408, 431]);
 const SAFE_REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 const UTC_TIMESTAMP = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
 const INJECTABLE_METHODS = new Set([...METHODS, ...METHODS.map((method) => method.toLowerCase())]);
-/** The profile's tag, plain (`"3"`) or of a content coding (`"3-gzip"`): the version it names is the same. */
+
 /** Fields HTTP/2 forbids in a request (RFC 9113, 8.2.2), and Host, which `:authority` replaces: left out of the requests sent over it. */
 const NOT_HTTP2_FIELDS = new Set([
   'connection',
@@ -147,6 +147,8 @@ function overHttp2Limits(fields: OutgoingHttpHeaders, origin: URL): boolean {
   const size = pairs.reduce((sum, [name, value]) => sum + Buffer.byteLength(`${name}${value}`) + 32, 0);
   return size > HTTP2_LIMITS.maxHeaderListSize || pairs.length > HTTP2_LIMITS.maxHeaderListPairs;
 }
+
+/** The profile's tag, plain (`"3"`) or of a content coding (`"3-gzip"`): the version it names is the same. */
 const PROFILE_TAG = /^"(\d+)(?:-(?:zstd|br|gzip|deflate))?"$/;
 const WRITE_METHODS = new Set(['POST', 'PUT', 'PATCH']);
 
@@ -432,8 +434,8 @@ class FuzzedApp {
    * Over HTTP/2 (h2c, or h2 with `tls`), on one session: the request as Node's client sends it,
    * names in lower case, without the fields HTTP/2 forbids, a body with its length. A request that
    * client will not send (a method HTTP/2 cannot carry, a field given twice that must be given
-   * once, headers over the bounds, text beyond Latin-1) goes over HTTP/1.1 instead. No `Accept-Encoding`: its answers
-   * are read as text.
+   * once, headers over the bounds, text beyond Latin-1) goes over HTTP/1.1 instead. No
+   * `Accept-Encoding`: its answers are read as text.
    */
   async http2(generated: FuzzRequest): Promise<void> {
     const request = this.prepared({
@@ -453,8 +455,9 @@ class FuzzedApp {
     if (this.#session === undefined || this.#session.closed || this.#session.destroyed) {
       this.#session = await h2(origin.origin, { tls: { rejectUnauthorized: false } });
     }
-    // Node's client resets such a request itself, unsent, or the server does (ENHANCE_YOUR_CALM,
-    // test/http/http2.test.ts): over HTTP/1.1 it gets its 431.
+    // Over the bounds, Node's client resets a request itself, unsent, or the server does
+    // (ENHANCE_YOUR_CALM, test/http/http2.test.ts); beyond Latin-1 it would be cut. Over HTTP/1.1
+    // the first gets its 431.
     if (overHttp2Limits(fields, origin) || beyondLatin1(request)) return this.socket(generated, []);
     let stream: ClientHttp2Stream;
     try {
@@ -748,6 +751,7 @@ describe(`fuzz: under each optional feature, ${FEATURE_RUNS} requests each`, () 
         await fuzzed.app.close();
         check?.();
       } finally {
+        fuzzed.closeSession();
         await fuzzed.app.close();
         await tearDown();
       }

@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { METHODS } from 'node:http';
 import { connect as connectHttp2, constants } from 'node:http2';
 import { connect, type Socket } from 'node:net';
 import { performance } from 'node:perf_hooks';
@@ -331,6 +332,21 @@ describe('HTTP/2 with prior knowledge beside HTTP/1.1 on one port', () => {
         );
       }
       assert.equal((await sendHttp2(session, { path: '/api/hello' })).status, 200, 'the session goes on');
+    } finally {
+      session.close();
+    }
+  });
+
+  it('takes every method Node knows through the service hooks: the router routes each, no answer made without them', async () => {
+    const session = await h2(server.origin);
+    try {
+      for (const method of METHODS.filter((known) => known !== 'CONNECT')) {
+        const answer = await readStream(
+          session.request({ ':method': method, ':path': '/nowhere', 'x-request-id': method }),
+        );
+        assert.equal(answer.headers['x-request-id'], method, `${method}: ${answer.status} ${answer.text}`);
+        assert.equal(answer.headers['x-content-type-options'], 'nosniff', method);
+      }
     } finally {
       session.close();
     }
