@@ -127,11 +127,13 @@ function h2loadMs(text) {
 
 /**
  * HTTP/2 load with h2load (Debian: nghttp2-client), C like wrk: `clients` connections of
- * `streams` concurrent streams each, h2c with prior knowledge for http://, h2 by ALPN for https://.
+ * `streams` concurrent streams each, h2c with prior knowledge for http://, h2 by ALPN for https://
+ * (HTTP/1.1 with `http1`), for `duration` seconds or `total` requests.
  * It reports no percentiles: `p50` is the mean time for a request, `p99` the longest.
  */
-export function runH2load(base, [request], { clients, streams, duration }) {
-  const args = ['-c', String(clients), '-m', String(streams), '-D', String(duration), '-t', '1'];
+export function runH2load(base, [request], { clients, streams, duration, total, http1 = false }) {
+  const args = ['-c', String(clients), '-m', String(streams), '-t', '1'];
+  args.push(...(total === undefined ? ['-D', String(duration)] : ['-n', String(total)]), ...(http1 ? ['--h1'] : []));
   for (const [name, value] of Object.entries(request.headers ?? {})) args.push('-H', `${name}: ${value}`);
   if (request.body !== undefined) {
     const file = join(scripts, `body-${process.hrtime.bigint()}.json`);

@@ -19,6 +19,8 @@
  *   npm run bench -- --starts 15                    # start-up time: the median of 15 starts of each server (7 by default)
  *   npm run bench -- --encodings --starts 0 --total 0  # the OpenAPI document and a 64 KiB echo, plain and in each
  *                                                      # coding, against node:http + node:zlib at the same level
+ *   npm run bench -- --instructions --only hello --parts  # instead: instructions per request (valgrind's callgrind),
+ *                                                         # --warm 20000 requests, then --count 10000 counted
  *
  * Prints a Markdown report (the one BENCHMARKS.md quotes) and writes it, with the raw
  * figures as JSON, to bench/results/.
@@ -35,6 +37,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
 import { CODINGS } from '../dist/lib/content-coding.js';
 import { codedEndpoints, ENDPOINTS } from './endpoints.js';
+import { instructionsMarkdown, instructionsPerRequest } from './instructions.js';
 import { loadGenerator, runH2load } from './load.js';
 import { routeOf } from './servers/answer-request.js';
 import { eventStreamsBench } from './streams.js';
@@ -57,6 +60,9 @@ const { values: options } = parseArgs({
     streams: { type: 'boolean', default: false },
     starts: { type: 'string', default: '7' },
     encodings: { type: 'boolean', default: false },
+    instructions: { type: 'boolean', default: false },
+    warm: { type: 'string', default: '20000' },
+    count: { type: 'string', default: '10000' },
   },
 });
 /** The endpoints measured: all, or those whose name contains one of the words of `--only`. */
@@ -73,6 +79,9 @@ const TOTAL_REQUESTS = Number(options.total);
 /** How many times each server is started, alternating, for its start-up time. */
 const STARTS = Number(options.starts);
 const WARM_UP_S = 2;
+/** With --instructions: the requests that warm each server, then those counted. */
+const WARM = Number(options.warm);
+const COUNT = Number(options.count);
 
 const root = new URL('..', import.meta.url).pathname;
 const resultsDir = join(root, 'bench', 'results');
@@ -281,18 +290,22 @@ const SERVERS = options.encodings
 /** The scheme of a server's URL. */
 const schemeOf = (server) => (server.protocol === 'h2' || server.protocol === 'https' ? 'https' : 'http');
 
-/** Starts a server's process; resolves once it has answered its first 200. */
-async function launch(server) {
+/**
+ * Starts a server's process, behind the command `prefix` if any (valgrind); resolves once it has
+ * answered its first 200.
+ */
+async function launch(server, { prefix = [], timeoutMs } = {}) {
   const port = await freePort();
   const stdout = server.log ? openSync(server.log, 'w') : 'ignore';
   const startedAt = performance.now();
-  const child = spawn(process.execPath, [server.script], {
+  const [command, ...args] = [...prefix, process.execPath, server.script];
+  const child = spawn(command, args, {
     cwd: server.cwd,
     env: { ...process.env, ...server.env, PORT: String(port) },
     stdio: ['ignore', stdout, 'inherit'],
   });
   const base = `${schemeOf(server)}://127.0.0.1:${port}`;
-  return { ...server, child, base, startupMs: await firstOk({ ...server, base }, startedAt) };
+  return { ...server, child, base, startupMs: await firstOk({ ...server, base }, startedAt, timeoutMs) };
 }
 
 async function start(server) {
@@ -668,6 +681,34 @@ function toMarkdown(report) {
   ].join('\n');
 }
 
+/**
+ * With --instructions: instructions per request of each server (but Express) on each endpoint,
+ * counted by callgrind (bench/instructions.js), against node:http writing the service's headers.
+ */
+async function instructionsMain() {
+  const sameHeaders = await serviceHeaders();
+  const servers = SERVERS.filter(({ key }) => key !== 'express').map((server) =>
+    server.key === 'node-headers' ? { ...server, env: { ...server.env, SERVICE_HEADERS: sameHeaders } } : server,
+  );
+  const counts = new Map(MEASURED.map(({ name }) => [name, new Map()]));
+  for (const endpoint of MEASURED) {
+    for (const server of servers) {
+      const figure = await instructionsPerRequest(launch, server, endpoint, { warm: WARM, count: COUNT });
+      counts.get(endpoint.name).set(server.key, figure);
+      process.stderr.write(`${endpoint.name}, ${server.label}: ${Math.round(figure)} instructions per request\n`);
+    }
+  }
+  const yardstick = servers.find(({ key }) => key === 'node-headers');
+  const markdown = [
+    `Node ${process.version}; callgrind, ${WARM} requests to warm each server, then ${COUNT} counted (h2load, HTTP/1.1, 10 connections).`,
+    '',
+    ...instructionsMarkdown(servers, MEASURED, counts, yardstick),
+    '',
+  ].join('\n');
+  writeFileSync(join(resultsDir, 'instructions.md'), markdown);
+  process.stdout.write(markdown);
+}
+
 /** With --streams: the long-lived answers alone, against their bare baselines. */
 async function streamsMain() {
   const { figures, markdown } = await eventStreamsBench({ root, freePort, rounds: ROUNDS });
@@ -692,4 +733,4 @@ async function streamsMain() {
   process.stdout.write(text);
 }
 
-await (options.streams ? streamsMain() : main());
+await (options.streams ? streamsMain() : options.instructions ? instructionsMain() : main());
