@@ -193,6 +193,24 @@ for (const http2 of [false, true]) {
       reader.socket.destroy();
     });
 
+    it("gives an absolute-form target the router refuses (a fragment, a bad escape) the headers of its path: under /api, the API's", async () => {
+      for (const [target, api] of [
+        ['http://localhost/api/hello?%=#frag', true],
+        ['http://localhost/api/hello/%E0%A4%A', true],
+        ['/api/hello/%E0%A4%A', true],
+        ['http://localhost/healthz#frag', false],
+      ] as const) {
+        const reader = await send(server.port, `GET ${target} HTTP/1.1\r\nHost: localhost\r\n\r\n`);
+        const res = await reader.next();
+        assertError(res, 400, 'VALIDATION_ERROR', [
+          { field: 'path', message: 'must be valid percent-encoded UTF-8', value: target },
+        ]);
+        assert.equal(res.headers['api-version'], api ? '1' : undefined, target);
+        assert.equal(res.headers.vary, api ? 'Accept, Accept-Encoding, Origin' : 'Accept-Encoding, Origin', target);
+        reader.socket.destroy();
+      }
+    });
+
     it('answers CONNECT with 405 and Allow naming the methods the service takes, then closes', async () => {
       const res = await lastAnswer(
         server.port,
