@@ -29,7 +29,7 @@ import {
   POLLUTED_PROPERTY,
   rawHeaders,
 } from './fuzz/arbitraries.js';
-import { h2, readStream } from './h2-client.js';
+import { CONNECTION_SPECIFIC, h2, readStream } from './h2-client.js';
 import { decodeBody, LogCapture, parseRawResponse, type TestResponse, testConfig } from './helpers.js';
 import { conformanceOf } from './openapi-conformance.js';
 import { REDIS_SERVER_MISSING, REDIS_SKIP_REASON, RedisServer } from './redis-server.js';
@@ -112,15 +112,8 @@ const SAFE_REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 const UTC_TIMESTAMP = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
 const INJECTABLE_METHODS = new Set([...METHODS, ...METHODS.map((method) => method.toLowerCase())]);
 
-/** Fields HTTP/2 forbids in a request (RFC 9113, 8.2.2), and Host, which `:authority` replaces: left out of the requests sent over it. */
-const NOT_HTTP2_FIELDS = new Set([
-  'connection',
-  'keep-alive',
-  'proxy-connection',
-  'transfer-encoding',
-  'upgrade',
-  'host',
-]);
+/** Fields HTTP/2 forbids in a request, and Host, which `:authority` replaces: left out of the requests sent over it. */
+const NOT_HTTP2_FIELDS = new Set([...CONNECTION_SPECIFIC, 'host']);
 /**
  * A `:path` HTTP/2 does not take (RFC 9113, 8.3.1): none, not absolute but `*` alone for OPTIONS, or
  * with a space, a control character or DEL in it.

@@ -8,6 +8,9 @@ import { connect, type Socket } from 'node:net';
 
 /** Node's own HTTP/2 client, as the tests use it. */
 
+/** The connection-specific fields HTTP/2 forbids in a message (RFC 9113, 8.2.2). */
+export const CONNECTION_SPECIFIC = ['connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'upgrade'];
+
 export interface H2Options {
   /** Writes the connection's first bytes (the preface and SETTINGS) one at a time, this many of them. */
   splitFirstBytes?: number;

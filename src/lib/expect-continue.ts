@@ -1,5 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Http2ServerRequest, Http2ServerResponse } from 'node:http2';
+import type { Readable } from 'node:stream';
 
 /**
  * Meets `Expect: 100-continue` (RFC 9110, 10.1.1) once the body is first read, not as the request
@@ -12,13 +13,17 @@ export function continueWhenRead(
   request: IncomingMessage | Http2ServerRequest,
   response: ServerResponse | Http2ServerResponse,
 ): void {
-  if (bodiless(request)) {
-    response.writeContinue();
-    return;
-  }
-  // Readable's 'resume': the first reader started the flow. After the answer, Node's discarding of
-  // an unread body resumes it too: then no 100 is due.
-  request.once('resume', () => {
+  if (bodiless(request)) response.writeContinue();
+  else continueOnFirstRead(request, response);
+}
+
+/**
+ * `100 Continue` once `body` is first read (Readable's 'resume': its reader started the flow), the
+ * request's own or the one read for it from its connection. After the answer, Node's discarding of
+ * an unread body resumes it too: then no 100 is due.
+ */
+export function continueOnFirstRead(body: Readable, response: ServerResponse | Http2ServerResponse): void {
+  body.once('resume', () => {
     if (!response.headersSent) response.writeContinue();
   });
 }

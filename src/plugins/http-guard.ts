@@ -4,7 +4,7 @@ import { Readable } from 'node:stream';
 import type { FastifyInstance, FastifyReply, FastifyRequest, RequestPayload } from 'fastify';
 import fp from 'fastify-plugin';
 import { ApiError, apiError, type ErrorDetail, unsupportedVersion, validationError } from '../errors.js';
-import { continueWhenRead } from '../lib/expect-continue.js';
+import { continueOnFirstRead, continueWhenRead } from '../lib/expect-continue.js';
 import { lingerThenClose } from '../lib/linger.js';
 
 /**
@@ -137,15 +137,12 @@ class UpgradeRequestBody extends Readable {
   #timer: NodeJS.Timeout | undefined;
   readonly #socket: Socket;
   readonly #limitMs: number;
-  /** Called at the first read: the 100 Continue a client that expects it waits for. */
-  readonly #onFirstRead: () => void;
 
-  constructor(socket: Socket, length: number, limitMs: number, onFirstRead: () => void) {
+  constructor(socket: Socket, length: number, limitMs: number) {
     super();
     this.#socket = socket;
     this.#left = length;
     this.#limitMs = limitMs;
-    this.#onFirstRead = onFirstRead;
     // Its reader takes its errors; one that comes when nobody reads is no crash.
     this.on('error', () => {});
   }
@@ -156,7 +153,6 @@ class UpgradeRequestBody extends Readable {
       this.#socket.on('data', this.#data);
       this.#socket.once('end', this.#cut);
       this.#socket.once('close', this.#cut);
-      this.#onFirstRead();
     }
     this.#socket.resume();
   }
@@ -218,10 +214,9 @@ function switchingRequestBody(
   }
   const length = Number(headers['content-length'] ?? 0);
   if (length === 0) return payload;
-  const expectsContinue = CONTINUE.test(headers.expect ?? '');
-  return new UpgradeRequestBody(socket, length, request.server.server.requestTimeout, () => {
-    if (expectsContinue) reply.raw.writeContinue();
-  });
+  const body = new UpgradeRequestBody(socket, length, request.server.server.requestTimeout);
+  if (CONTINUE.test(headers.expect ?? '')) continueOnFirstRead(body, reply.raw);
+  return body;
 }
 
 export const httpGuardPlugin = fp(

@@ -8,7 +8,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { request as http1Request } from 'undici';
 import { HTTP2_LIMITS } from '../../src/http/http2-sessions.js';
 import { API_SECURITY_HEADERS } from '../../src/plugins/response-headers.js';
-import { h2, readStream } from '../h2-client.js';
+import { CONNECTION_SPECIFIC, h2, readStream } from '../h2-client.js';
 import {
   ErrorCode,
   Flag,
@@ -43,9 +43,6 @@ const LATE_MS = 2_000;
 async function until(done: () => boolean | Promise<boolean>): Promise<void> {
   for (const deadline = performance.now() + 2_000; !(await done()) && performance.now() < deadline; ) await sleep(10);
 }
-
-/** Fields a response over HTTP/2 must not carry (RFC 9113, 8.2.2). */
-const CONNECTION_SPECIFIC = ['connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'upgrade'];
 
 describe('HTTP/2 with prior knowledge beside HTTP/1.1 on one port', () => {
   let server: ListeningApp;
