@@ -8,12 +8,14 @@ import { otlpTracesUrl } from './config/tracing.js';
 import { type FaultSettings, faultsOn } from './domain/faults.js';
 import type { ApiError } from './errors.js';
 import { ServerCertificate } from './http/certificates.js';
+import { HeldConnections } from './http/held-connections.js';
 import { serveInTurn } from './http/pipelining.js';
 import { SocketAnswers } from './http/socket-answers.js';
 import { WebSocketEcho } from './http/websockets.js';
 import { apiPathTest } from './lib/api-path.js';
 import { CODINGS } from './lib/content-coding.js';
 import { closingUnreadResponses } from './lib/linger.js';
+import { MemoryBudget } from './lib/memory-budget.js';
 import { SchemaCode } from './lib/schema-code.js';
 import { RequestLog, requestLogger } from './logging/request-log.js';
 import { contentCodingsPlugin } from './plugins/content-codings.js';
@@ -87,6 +89,13 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   const socketAnswers = new SocketAnswers(headers);
   // How often Node looks for requests past their timeouts: often enough for a short one to hold.
   const timeoutCheckMs = Math.ceil(Math.min(1000, config.headersTimeoutMs / 4));
+  // What the whole process holds for clients that do not keep up; its sheds are logged by the app's logger.
+  const budget = new MemoryBudget(config.memoryBudgetBytes, (holding, heldBytes, limit) =>
+    app.log.warn(
+      { action: holding.action, bytes: holding.bytes, held_bytes: heldBytes, budget_bytes: limit },
+      'memory budget exceeded: shedding what holds the most',
+    ),
+  );
   // Made once the stores are; a request refused before routing is counted by it too.
   let limiter: RateLimiter | undefined;
   const certificate =
@@ -104,6 +113,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
           requestTimeoutMs: config.requestTimeoutMs,
           keepAliveTimeoutMs: config.keepAliveTimeoutMs,
           bodyLimit: config.bodyLimit,
+          budget,
         })
       : undefined;
   const app = Fastify({
@@ -156,6 +166,8 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   }).withTypeProvider<TypeBoxTypeProvider>();
 
   serveInTurn(app.server, app.log);
+  const heldConnections = new HeldConnections(app.server, budget);
+  app.addHook('onClose', () => budget.close());
   socketAnswers.refuseMethods(app);
   if (certificate !== null) {
     certificate.follow(app.server as unknown as TlsServer, app.log);
@@ -206,7 +218,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
         }
       : null,
   });
-  const eventStreams = new EventStreams(config.streamsMax);
+  const eventStreams = new EventStreams(config.streamsMax, budget);
   requestLog.eventsSentOf((request) => eventStreams.sentTo(request));
   if (config.metricsEnabled) {
     await app.register(metricsPlugin, {
@@ -248,8 +260,12 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
     },
     app.log,
     requestLog,
+    { budget, connections: heldConnections },
   );
-  if (config.metricsEnabled) echo.registerMetrics(app.metricsRegistry);
+  if (config.metricsEnabled) {
+    echo.registerMetrics(app.metricsRegistry);
+    budget.registerMetrics(app.metricsRegistry);
+  }
   // Half the shutdown's time for clients to answer the close, so that the process still exits 0;
   // the app is closed once every connection has ended and been logged.
   let echoEnded: Promise<void> = Promise.resolve();

@@ -350,12 +350,20 @@ export function originForbidden(origin: string): ApiError {
   ]);
 }
 
-/** A 503 for a handshake while the service already holds as many WebSockets as it may, or is shutting down. */
-export function noWebSocketSlot(why: { max: number } | 'draining'): ApiError {
+/** The message of a 503 for a stream or a WebSocket refused while the memory budget is full. */
+const MEMORY_FULL = 'The service holds as much unsent data for its clients as it may; try again shortly.';
+
+/**
+ * A 503 for a handshake while the service already holds as many WebSockets as it may, is shutting
+ * down, or its memory budget is full.
+ */
+export function noWebSocketSlot(why: { max: number } | 'draining' | 'memory'): ApiError {
   const message =
     why === 'draining'
       ? 'The service is shutting down; open the WebSocket again shortly.'
-      : `${why.max} WebSockets are open, the most this service holds; try again shortly.`;
+      : why === 'memory'
+        ? MEMORY_FULL
+        : `${why.max} WebSockets are open, the most this service holds; try again shortly.`;
   return apiError(503, message, [], { 'retry-after': '1' });
 }
 
@@ -379,6 +387,11 @@ export function tooManyStreams(max: number): ApiError {
       'retry-after': '1',
     },
   );
+}
+
+/** A 503 for an event stream asked for while the memory budget is full. */
+export function streamWhileMemoryFull(): ApiError {
+  return apiError(503, MEMORY_FULL, [], { 'retry-after': '1' });
 }
 
 /** A 503 for an event stream asked for while the service shuts down: it would be ended at once. */

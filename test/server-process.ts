@@ -64,19 +64,25 @@ export interface SpawnOptions {
   /** Runs it as this user and group rather than the test's own. */
   uid?: number;
   gid?: number;
+  /** A cgroup's `cgroup.procs` file: the process is in that cgroup from its first instruction. */
+  cgroupProcs?: string;
 }
 
 export async function spawnServer(
   env: Record<string, string> = {},
   args: string[] = [],
-  { logFile, nodeArgs = [], uid, gid }: SpawnOptions = {},
+  { logFile, nodeArgs = [], uid, gid, cgroupProcs }: SpawnOptions = {},
 ): Promise<ServerProcess> {
   const childEnv: NodeJS.ProcessEnv = { ...process.env };
   for (const name of [...CONFIG_VARIABLES, 'NODE_TEST_CONTEXT']) delete childEnv[name];
   Object.assign(childEnv, { PORT: '0', HOST: '127.0.0.1' }, env);
 
   const logFd = logFile === undefined ? undefined : openSync(logFile, 'w');
-  const child = spawn(process.execPath, [...nodeArgs, 'dist/server.js', ...args], {
+  const command = [process.execPath, ...nodeArgs, 'dist/server.js', ...args];
+  // The shell joins the cgroup, then becomes Node: nothing of Node's is charged elsewhere.
+  const [file, ...argv] =
+    cgroupProcs === undefined ? command : ['sh', '-c', 'echo $$ > "$0" && exec "$@"', cgroupProcs, ...command];
+  const child = spawn(file as string, argv, {
     cwd: ROOT,
     env: childEnv,
     stdio: ['ignore', logFd ?? 'pipe', 'pipe'],

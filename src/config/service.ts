@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { isIP } from 'node:net';
+import { getHeapStatistics } from 'node:v8';
 import { shown } from '../lib/shown.js';
 import { BOOLEANS, boolean, integer } from './parsers.js';
 import { ConfigError, concern, setting } from './setting.js';
@@ -101,6 +102,15 @@ export const SERVICE = concern({
       help: 'largest request body, in bytes, 1 to 2147483647',
       default: 1024 * 1024,
       parse: integer(1, 2 ** 31 - 1),
+    }),
+    /** What the process may hold for clients and peers that do not keep up; the memory budget sheds the rest. */
+    memoryBudgetBytes: setting({
+      env: 'MEMORY_BUDGET_BYTES',
+      help: 'bytes the service may hold for clients that do not read (answers unsent, in the process and the kernel, WebSocket echoes), 1048576 to 1099511627776; past it, the connections that hold the most are ended, and from 80% of it new streams and WebSockets get 503',
+      // 44 MiB under the Kubernetes recipe's --max-old-space-size=128 (a heap limit of 176 MiB).
+      default: Math.floor(getHeapStatistics().heap_size_limit / 4),
+      defaultText: "a quarter of V8's heap limit (44 MiB with --max-old-space-size=128)",
+      parse: integer(1024 * 1024, 2 ** 40),
     }),
     shutdownTimeoutMs: setting({
       env: 'SHUTDOWN_TIMEOUT_MS',

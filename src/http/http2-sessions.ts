@@ -14,6 +14,7 @@ import type { Duplex } from 'node:stream';
 import { apiError } from '../errors.js';
 import { continueWhenRead } from '../lib/expect-continue.js';
 import { lingerThenClose } from '../lib/linger.js';
+import type { Holding, MemoryBudget } from '../lib/memory-budget.js';
 
 /**
  * HTTP/2 for the service: every session held to the limits below, each request to the request
@@ -75,6 +76,8 @@ export interface Http2SessionOptions {
   keepAliveTimeoutMs: number;
   /** BODY_LIMIT: the most a request's body may hold, and so its answer, when it declares no length. */
   bodyLimit: number;
+  /** The process's memory budget, which measures each answer's unsent bytes and may reset its stream. */
+  budget: MemoryBudget;
 }
 
 type Handler = (request: Http2ServerRequest, response: Http2ServerResponse) => void;
@@ -104,9 +107,11 @@ function resetOnceAnswered(stream: ServerHttp2Stream): void {
  * - given before the whole body of its request came (a 413, a 408, a 404 to a POST), it is
  *   followed by RST_STREAM NO_ERROR, which tells the client to stop sending (RFC 9113, 8.1): Node
  *   does so by itself only for a body nobody read;
- * - the request's timer, which its end clears.
+ * - the request's timer, which its end clears;
+ * - its unsent bytes held against the memory budget, which sheds it with RST_STREAM CANCEL.
  */
-class Http2Response extends Http2ServerResponse {
+class Http2Response extends Http2ServerResponse implements Holding {
+  readonly action = 'stream_reset';
   /** The request timeout of a request with a body, until the answer ends. */
   timer: NodeJS.Timeout | undefined;
   /** Bytes of the answer's body given to the stream. */
@@ -118,6 +123,14 @@ class Http2Response extends Http2ServerResponse {
   /** Bytes given to the stream and not sent yet: what its client's flow-control window holds back. */
   get unsent(): number {
     return this.stream.bufferSize;
+  }
+
+  get bytes(): number {
+    return this.unsent;
+  }
+
+  shed(): void {
+    this.cancel();
   }
 
   /** Resets the stream of an answer that cannot go out: logged and counted with status 0, the status of no answer. */
@@ -217,10 +230,16 @@ export class Http2Sessions {
       setImmediate(this.#serve, req, res),
     ) as unknown as Http2Server;
     this.server.on('session', (session) => this.#begin(session));
+    options.budget.add(() => this.#answers());
     this.server.on('checkContinue', (req: Http2ServerRequest, res: Http2ServerResponse) => {
       continueWhenRead(req, res);
       this.server.emit('request', req, res);
     });
+  }
+
+  /** The answers being given in every session, for the memory budget. */
+  *#answers(): Iterable<Http2Response> {
+    for (const state of this.#sessions.values()) yield* state.answers;
   }
 
   /** Takes a connection whose client speaks HTTP/2: the preface was read, or ALPN chose h2. */

@@ -4,6 +4,7 @@ import { createServer as createHttpsServer, type Server as HttpsServer } from 'n
 import type { Socket } from 'node:net';
 import type { TLSSocket } from 'node:tls';
 import type { FastifyServerFactory } from 'fastify';
+import type { MemoryBudget } from '../lib/memory-budget.js';
 import type { ServerCertificate } from './certificates.js';
 import { Http2Sessions } from './http2-sessions.js';
 import { ROUTABLE_METHODS, UNROUTABLE_METHOD } from './socket-answers.js';
@@ -29,6 +30,8 @@ export interface ProtocolOptions {
   keepAliveTimeoutMs: number;
   /** BODY_LIMIT, which bounds what HTTP/2 requests with bodies hold together. */
   bodyLimit: number;
+  /** The process's memory budget, which HTTP/2's unsent answers count against. */
+  budget: MemoryBudget;
 }
 
 /** Fastify's server options the factory applies as Fastify applies them to its own server. */
@@ -209,6 +212,7 @@ export function protocolServerFactory(options: ProtocolOptions): FastifyServerFa
         requestTimeoutMs: options.requestTimeoutMs,
         keepAliveTimeoutMs: options.keepAliveTimeoutMs,
         bodyLimit: options.bodyLimit,
+        budget: options.budget,
       });
       // What Node would answer by itself, with a bare status, goes where it goes over HTTP/1.1: an
       // Expect it cannot meet, and CONNECT.

@@ -3,7 +3,9 @@ import type { FastifyBaseLogger, FastifyReply, FastifyRequest } from 'fastify';
 import { Counter, Gauge, type Registry } from 'prom-client';
 import { type WebSocket, WebSocketServer } from 'ws';
 import { type ApiError, handshakeError } from '../errors.js';
+import type { MemoryBudget } from '../lib/memory-budget.js';
 import type { RequestLog } from '../logging/request-log.js';
+import type { HeldConnections } from './held-connections.js';
 
 /**
  * The WebSocket echo's connections, from the handshake the route has checked to their end: the
@@ -47,6 +49,13 @@ const NAMED_HEADER = /Sec-WebSocket-[A-Za-z]+/;
 
 const EMPTY = Buffer.alloc(0);
 
+/** The close of a connection the memory budget sheds: 1013, Try Again Later. */
+const SHED_CODE = 1013;
+const SHED_REASON = 'The service holds too much unread data; reconnect later.';
+
+/** How long a shed connection has to take its close before it is ended. */
+const SHED_GRACE_MS = 1000;
+
 /** Deflate as ws does it, but with no context kept between messages: memory per connection stays small. */
 const DEFLATE = { serverNoContextTakeover: true, clientNoContextTakeover: true, threshold: 1024 } as const;
 
@@ -54,6 +63,8 @@ export class WebSocketEcho {
   readonly #settings: WebSocketSettings;
   readonly #log: FastifyBaseLogger;
   readonly #requestLog: RequestLog;
+  readonly #budget: MemoryBudget;
+  readonly #connections: HeldConnections;
   readonly #server: WebSocketServer;
   readonly #open = new Set<Connection>();
   readonly #pinger: NodeJS.Timeout;
@@ -67,10 +78,17 @@ export class WebSocketEcho {
   #received = 0;
   #sent = 0;
 
-  constructor(settings: WebSocketSettings, log: FastifyBaseLogger, requestLog: RequestLog) {
+  constructor(
+    settings: WebSocketSettings,
+    log: FastifyBaseLogger,
+    requestLog: RequestLog,
+    memory: { budget: MemoryBudget; connections: HeldConnections },
+  ) {
     this.#settings = settings;
     this.#log = log;
     this.#requestLog = requestLog;
+    this.#budget = memory.budget;
+    this.#connections = memory.connections;
     this.#server = new WebSocketServer({
       noServer: true,
       clientTracking: false,
@@ -87,10 +105,16 @@ export class WebSocketEcho {
     this.#pinger = setInterval(() => this.#ping(), settings.pingIntervalMs).unref();
   }
 
-  /** Why no WebSocket can be opened now (shutting down, or as many open as allowed), or null. */
-  get full(): { max: number } | 'draining' | null {
+  /**
+   * Why no WebSocket can be opened now (shutting down, as many open as allowed, the memory budget
+   * full, which counts the refusal), or null.
+   */
+  refusal(): { max: number } | 'draining' | 'memory' | null {
     if (this.#draining) return 'draining';
-    return this.#open.size >= this.#settings.maxConnections ? { max: this.#settings.maxConnections } : null;
+    if (this.#open.size >= this.#settings.maxConnections) return { max: this.#settings.maxConnections };
+    if (!this.#budget.full) return null;
+    this.#budget.refused('websocket_refused');
+    return 'memory';
   }
 
   /**
@@ -146,6 +170,10 @@ export class WebSocketEcho {
       held: false,
     };
     this.#open.add(connection);
+    this.#connections.shedWith(socket, 'websocket_closed', () => {
+      ws.close(SHED_CODE, SHED_REASON);
+      setTimeout(() => ws.terminate(), SHED_GRACE_MS).unref();
+    });
     const release = () => {
       connection.held = false;
       ws.resume();
@@ -158,8 +186,11 @@ export class WebSocketEcho {
       connection.sent += 1;
       connection.bytesSent += data.length;
       this.#sent += 1;
-      // A client that sends and does not read is not read either until it has taken its echoes.
-      if (!connection.held && ws.bufferedAmount > this.#settings.maxBufferedBytes) {
+      this.#budget.charge(data.length);
+      // A client that sends and does not read is not read either until it has taken its echoes;
+      // nor, while the memory budget is full, one whose connection waits to be drained.
+      const over = ws.bufferedAmount > this.#settings.maxBufferedBytes;
+      if (!connection.held && (over || (socket.writableNeedDrain && this.#budget.full))) {
         connection.held = true;
         ws.pause();
         socket.once('drain', release);

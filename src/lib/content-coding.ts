@@ -1,5 +1,6 @@
 import type { Transform } from 'node:stream';
 import zlib from 'node:zlib';
+import { Turns } from './turns.js';
 
 /**
  * The content codings of RFC 9110 (8.4) the service speaks both ways: which the runtime has, the
@@ -57,21 +58,16 @@ const COMPRESSORS: Readonly<Record<Coding, Compressor>> = {
  * would hold 650 MiB. The others wait here in turn, holding only their body.
  */
 const COMPRESSIONS_AT_ONCE = 4;
-let compressing = 0;
-const waitingToCompress: (() => void)[] = [];
+const compressions = new Turns(COMPRESSIONS_AT_ONCE);
 
 /** Compresses a whole answer in `coding`, off the event loop, in turn. */
 export function compress(coding: Coding, body: Buffer, done: (error: Error | null, result: Buffer) => void): void {
-  if (compressing >= COMPRESSIONS_AT_ONCE) {
-    waitingToCompress.push(() => compress(coding, body, done));
-    return;
-  }
-  compressing += 1;
-  COMPRESSORS[coding](body, (error, result) => {
-    compressing -= 1;
-    waitingToCompress.shift()?.();
-    done(error, result);
-  });
+  compressions.take(() =>
+    COMPRESSORS[coding](body, (error, result) => {
+      compressions.release();
+      done(error, result);
+    }),
+  );
 }
 
 /** A new decoder of `coding`, where the runtime has it; `deflate` is the zlib format, as HTTP's coding is. */

@@ -11,6 +11,7 @@ import {
   unsupportedContentCoding,
 } from '../errors.js';
 import { CODINGS, decoderOf } from '../lib/content-coding.js';
+import { Turns } from '../lib/turns.js';
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -85,8 +86,15 @@ const MAX_CODINGS = 3;
 const DECODED = [...CODINGS];
 
 /**
- * A body in content codings, decoded as it arrives: the decoders, the last coding applied first
- * (RFC 9110, 8.4), run only once the parser reads, and the decoded bytes are counted against the
+ * Bodies decoded at once; the rest wait, each holding only its coded bytes. A coded body is read
+ * whole before its turn, so that a client that sends slowly holds no turn: a body of a kilobyte
+ * can decode to the body limit, and four hundred at once would hold four hundred of those.
+ */
+const decodings = new Turns(4);
+
+/**
+ * A body in content codings, read whole once the parser reads, then decoded in its turn: the
+ * decoders, the last coding applied first (RFC 9110, 8.4), and the decoded bytes are counted against the
  * body limit, so a body that would decode past it is refused (413) as soon as it does, holding no
  * more than the limit and one decoder's output. A stream a decoder cannot read is a 400 naming
  * `body`. The request itself is never destroyed, so the refusal can still be written to it.
@@ -110,25 +118,52 @@ class DecodedBody extends Readable {
   }
 
   override _read(): void {
-    const last = this.#decoders.at(-1)?.decoder;
     if (this.#started) {
-      last?.resume();
+      this.#decoders.at(-1)?.decoder.resume();
       return;
     }
     this.#started = true;
-    let source: NodeJS.ReadableStream = this.#raw;
-    this.#raw.on('data', this.#countEncoded);
+    this.#raw.on('data', this.#receive);
     this.#raw.once('error', this.#fail);
+    this.#raw.once('end', () =>
+      decodings.take(() => {
+        this.#turn = true;
+        if (this.destroyed) this.#release();
+        else this.#decode(this.#encoded);
+      }),
+    );
+  }
+
+  /** Whether it holds a turn to decode. */
+  #turn = false;
+
+  #release(): void {
+    if (!this.#turn) return;
+    this.#turn = false;
+    decodings.release();
+  }
+
+  /** Decodes the whole body, once come, through every decoder in turn. */
+  #decode(encoded: Buffer[]): void {
+    const last = this.#decoders.at(-1)?.decoder;
+    let source: NodeJS.ReadableStream = Readable.from(encoded, { objectMode: false });
     for (const { coding, decoder } of this.#decoders) {
       decoder.on('error', () => this.#fail(corruptContentCoding(coding)));
       source = source.pipe(decoder);
     }
     last?.on('data', this.#decoded);
-    last?.once('end', () => this.push(null));
+    last?.once('end', () => {
+      this.#release();
+      this.push(null);
+    });
   }
 
-  readonly #countEncoded = (chunk: Buffer): void => {
+  /** The coded bytes come so far. */
+  readonly #encoded: Buffer[] = [];
+
+  readonly #receive = (chunk: Buffer): void => {
     this.receivedEncodedLength += chunk.length;
+    this.#encoded.push(chunk);
   };
 
   readonly #decoded = (chunk: Buffer): void => {
@@ -143,12 +178,13 @@ class DecodedBody extends Readable {
   };
 
   override _destroy(error: Error | null, callback: (error?: Error | null) => void): void {
-    this.#raw.off('data', this.#countEncoded);
+    this.#raw.off('data', this.#receive);
     this.#raw.off('error', this.#fail);
     // What still comes is read and dropped, as Fastify does with a body over the limit.
     this.#raw.unpipe();
     this.#raw.resume();
     for (const { decoder } of this.#decoders) decoder.destroy();
+    this.#release();
     callback(error);
   }
 }

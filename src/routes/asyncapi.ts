@@ -22,9 +22,11 @@ export function asyncapiDocument(host: string, secure: boolean, contextPath: str
         'any other of the API, and its refusals are the error envelope, as the OpenAPI document at ' +
         `\`${base}/openapi.json\` describes them: 426 without \`Upgrade: websocket\`, 400 naming a bad ` +
         '`Sec-WebSocket-Key` or `Sec-WebSocket-Version`, 403 for an `Origin` that `CORS_ORIGINS` does not allow, ' +
-        '429 over the rate limit, 503 past `WS_MAX_CONNECTIONS` or while shutting down. The connection ends ' +
+        '429 over the rate limit, 503 past `WS_MAX_CONNECTIONS`, while shutting down, or while the memory ' +
+        'budget (`MEMORY_BUDGET_BYTES`) is at 80% or more. The connection ends ' +
         'with 1009 after a message larger than `WS_MAX_MESSAGE_BYTES`, with 1001 when the service shuts ' +
-        'down, and without a close (1006) when the client did not answer a ping by the next one ' +
+        'down, with 1013 when the memory budget is passed and it holds the most unread echoes, ' +
+        'and without a close (1006) when the client did not answer a ping by the next one ' +
         '(`WS_PING_INTERVAL_MS`). A client that does not read its echoes is not read either, past ' +
         '`WS_MAX_BUFFERED_BYTES` unsent.',
       license: { name: LICENSE },

@@ -112,7 +112,7 @@ export const echoWebSocketRoutes: FastifyPluginAsyncTypebox<EchoWebSocketOptions
     (request, reply) => {
       const refusal = handshakeRefusal(request, originAllowed);
       if (refusal !== null) throw refusal;
-      const full = echo.full;
+      const full = echo.refusal();
       if (full !== null) throw noWebSocketSlot(full);
       const refused = echo.accept(request, reply);
       if (refused !== null) throw refused;

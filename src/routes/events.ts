@@ -7,6 +7,7 @@ import {
   errorResponses,
   RETRY_AFTER_HEADER,
   streamNotAcceptable,
+  streamWhileMemoryFull,
   streamWhileShuttingDown,
   tooManyStreams,
   validationError,
@@ -194,7 +195,8 @@ export const eventsRoutes: FastifyPluginAsyncTypebox<EventsRoutesOptions> = asyn
       if (request.method === 'HEAD') return reply.type(EVENT_STREAM_TYPE).headers(STREAM_HEADERS).send();
       if (request.server.draining) throw streamWhileShuttingDown();
       const stream = streams.begin(request, { first: resumeAfter + 1, count, intervalMs, name });
-      if (stream === null) throw tooManyStreams(streams.max);
+      if (stream === 'max') throw tooManyStreams(streams.max);
+      if (stream === 'memory') throw streamWhileMemoryFull();
       reply.type(EVENT_STREAM_TYPE).headers(STREAM_HEADERS);
       endWithResponse(request, reply, requestLog, () => stream.destroy());
       return reply.send(stream);

@@ -2,6 +2,7 @@ import { performance } from 'node:perf_hooks';
 import { Readable } from 'node:stream';
 import { jsonString } from '../lib/json-text.js';
 import { localDateTime } from '../lib/local-time.js';
+import type { MemoryBudget } from '../lib/memory-budget.js';
 
 /** A stream with nothing to send for this long gets a comment line, so that no proxy takes it for dead. */
 const KEEP_ALIVE_MS = 15_000;
@@ -20,11 +21,16 @@ export interface GreetingStreamPlan {
   name: string;
 }
 
+/** How much of a stream is made at once, in characters: a client that does not read holds a chunk (an event at least) and no more. */
+const MAX_CHUNK = 16 * 1024;
+
 /**
  * One stream of greeting events, written when due: the first at once, each next `intervalMs` after
  * the one before (on a schedule, so that a late timer does not delay the rest), a comment after
- * `KEEP_ALIVE_MS` of silence, and the end after the last. Events due together go out in one chunk.
- * Destroyed (its client gone, or the service ending it), its timer is cleared and its slot freed.
+ * `KEEP_ALIVE_MS` of silence, and the end after the last. Events due together go out in chunks of
+ * about 16 KiB. Made only as its client takes them: while the response cannot take more, no event is
+ * made, and those that fell due meanwhile go out once it can. Destroyed (its client gone, or the
+ * service ending it), its timer is cleared and its slot freed.
  */
 export class GreetingStream extends Readable {
   /** Events given to the response so far. */
@@ -38,6 +44,9 @@ export class GreetingStream extends Readable {
   #dueAt: number;
   #lastWriteAt: number;
   #timer: NodeJS.Timeout | undefined;
+  /** Whether it waits for its response to take what it was given before making more. */
+  #waiting = false;
+  #ended = false;
 
   constructor(streams: EventStreams, { first, count, intervalMs, name }: GreetingStreamPlan) {
     super();
@@ -51,15 +60,17 @@ export class GreetingStream extends Readable {
     this.#tick();
   }
 
-  // Written on the stream's own schedule, not when read: a client that reads slowly holds at most the
-  // stream's count of events, which Node keeps for it.
-  override _read(): void {}
+  override _read(): void {
+    if (!this.#waiting) return;
+    this.#waiting = false;
+    this.#tick();
+  }
 
   readonly #tick = (): void => {
     this.#timer = undefined;
     const now = performance.now();
     let chunk = '';
-    while (this.#next <= this.#count && this.#dueAt <= now + TIMER_SLACK_MS) {
+    while (this.#next <= this.#count && this.#dueAt <= now + TIMER_SLACK_MS && chunk.length < MAX_CHUNK) {
       const id = this.#next;
       chunk += `id: ${id}\nevent: greeting\ndata: {"id":${id}${this.#greeting}${localDateTime()}"}\n\n`;
       this.#next += 1;
@@ -72,24 +83,35 @@ export class GreetingStream extends Readable {
     if (chunk === '' && !done && now - this.#lastWriteAt >= this.#streams.keepAliveMs - TIMER_SLACK_MS) {
       chunk = KEEP_ALIVE_COMMENT;
     }
+    let taken = true;
     if (chunk !== '') {
-      this.push(chunk);
+      taken = this.push(chunk);
       this.#lastWriteAt = now;
     }
     if (done) {
-      this.push(null);
+      this.#end();
+      return;
+    }
+    if (!taken) {
+      this.#waiting = true;
       return;
     }
     const at = Math.min(this.#dueAt, this.#lastWriteAt + this.#streams.keepAliveMs);
     this.#timer = setTimeout(this.#tick, Math.max(0, at - performance.now()));
   };
 
+  #end(): void {
+    this.#ended = true;
+    this.push(null);
+  }
+
   /** Ends the stream after what it has written: the events not yet due are not sent. */
   stop(): void {
-    if (this.#timer === undefined) return;
+    if (this.#ended || this.destroyed) return;
     clearTimeout(this.#timer);
     this.#timer = undefined;
-    this.push(null);
+    this.#waiting = false;
+    this.#end();
   }
 
   override _destroy(error: Error | null, callback: (error?: Error | null) => void): void {
@@ -101,20 +123,22 @@ export class GreetingStream extends Readable {
 }
 
 /**
- * The event streams open in this instance: at most `max` at once, counted for `/metrics`, and
- * ended when the service shuts down.
+ * The event streams open in this instance: at most `max` at once, none begun while the memory
+ * budget is full, counted for `/metrics`, and ended when the service shuts down.
  */
 export class EventStreams {
   readonly max: number;
   readonly keepAliveMs: number;
+  readonly #budget: MemoryBudget;
   /** Events sent by every stream since the start. */
   eventsSent = 0;
   readonly #open = new Set<GreetingStream>();
   /** Each stream by what it answers (its request), for the request's log line, after it has ended too. */
   readonly #answering = new WeakMap<object, GreetingStream>();
 
-  constructor(max: number, keepAliveMs = KEEP_ALIVE_MS) {
+  constructor(max: number, budget: MemoryBudget, keepAliveMs = KEEP_ALIVE_MS) {
     this.max = max;
+    this.#budget = budget;
     this.keepAliveMs = keepAliveMs;
   }
 
@@ -123,9 +147,16 @@ export class EventStreams {
     return this.#open.size;
   }
 
-  /** A new stream answering `request`, its first events already written, or null while `max` are open. */
-  begin(request: object, plan: GreetingStreamPlan): GreetingStream | null {
-    if (this.#open.size >= this.max) return null;
+  /**
+   * A new stream answering `request`, its first events already written; or why none can begin:
+   * `max` are open, or the memory budget is full (counted as a refusal).
+   */
+  begin(request: object, plan: GreetingStreamPlan): GreetingStream | 'max' | 'memory' {
+    if (this.#open.size >= this.max) return 'max';
+    if (this.#budget.full) {
+      this.#budget.refused('stream_refused');
+      return 'memory';
+    }
     const stream = new GreetingStream(this, plan);
     this.#open.add(stream);
     this.#answering.set(request, stream);

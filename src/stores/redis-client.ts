@@ -4,6 +4,7 @@ import { readSecretFile, readText } from '../config/files.js';
 import { type Config, ConfigError } from '../config/index.js';
 import { redisTlsOn } from '../config/redis.js';
 import { opensslReason } from '../lib/openssl-reason.js';
+import { ReplyTooLargeError } from './redis-reasons.js';
 
 /** The settings the Redis client is built from. */
 export type RedisSettings = Pick<
@@ -94,6 +95,39 @@ function tlsOptions(settings: RedisSettings): ConnectionOptions | undefined {
 }
 
 /**
+ * The most a reply may hold, in bytes: the largest the stores read (a profile) is a few KiB. A
+ * Redis that sends more (or anything on the way to one) would be given memory without end, as
+ * ioredis keeps a reply until it is whole.
+ */
+export const MAX_REPLY_BYTES = 1024 * 1024;
+
+/**
+ * Drops each connection of `redis` on which more than MAX_REPLY_BYTES came while no reply was
+ * completed (the queue of commands sent did not shrink): destroyed, not ended, so that nothing
+ * more is read from it; ioredis then reconnects.
+ */
+function boundReplies(redis: Redis): void {
+  redis.on('connect', () => {
+    const stream = redis.stream;
+    let unreplied = 0;
+    let waiting = redis.commandQueue.length;
+    // After ioredis's own listener, which has parsed the chunk.
+    stream.on('data', (chunk: Buffer) => {
+      const now = redis.commandQueue.length;
+      unreplied = now < waiting ? 0 : unreplied + chunk.length;
+      waiting = now;
+      if (unreplied > MAX_REPLY_BYTES) stream.destroy(new ReplyTooLargeError(MAX_REPLY_BYTES));
+    });
+  });
+}
+
+/** Drops every connection of `client` now (they are opened again): one whose command timed out may still be receiving its reply. */
+export function dropConnections(client: RedisClient): void {
+  const nodes = client instanceof Cluster ? client.nodes() : [client];
+  for (const node of nodes) node.stream?.destroy();
+}
+
+/**
  * A TLS handshake that fails (a certificate for another name, say) can end in a second error, the
  * server's alert, after ioredis's one-time listeners are gone: unheard, it would end the process.
  * The first error has already told why the connection is lost; the second adds nothing.
@@ -159,6 +193,7 @@ export function createRedisClient(settings: RedisSettings, hooks: RedisClientHoo
     cluster.on('+node', (node: Redis) => {
       node.options.password = password();
       hearEveryStreamError(node);
+      boundReplies(node);
     });
     return cluster;
   }
@@ -198,5 +233,6 @@ export function createRedisClient(settings: RedisSettings, hooks: RedisClientHoo
           reconnectOnError: (error) => error.message.startsWith('READONLY'),
         });
   hearEveryStreamError(client);
+  boundReplies(client);
   return client;
 }

@@ -3,7 +3,7 @@ import type { FastifyBaseLogger } from 'fastify';
 import { type ChainableCommander, Command, Redis, ReplyError } from 'ioredis';
 import { redisTlsOn } from '../config/redis.js';
 import { type StoreHealth, StoreUnavailableError } from './availability.js';
-import { createRedisClient, type RedisClient, type RedisSettings } from './redis-client.js';
+import { createRedisClient, dropConnections, type RedisClient, type RedisSettings } from './redis-client.js';
 import {
   CONNECTION_CLOSED,
   isOutOfMemory,
@@ -437,6 +437,8 @@ export class RedisConnection implements StoreHealth {
   /** Redis cannot serve, for `reason`: a warning if that is news (an outage begins, or turns into another kind). */
   #lost(reason: Reason): void {
     if (this.#closing) return;
+    // A command timed out: its reply may still be coming, and would be read in full to be dropped.
+    if (reason.kind === 'timeout') dropConnections(this.client);
     let text = reason.text;
     // Error messages name hosts and ports, not passwords; this makes sure of it.
     for (const secret of this.#secrets) text = text.replaceAll(secret, '***');

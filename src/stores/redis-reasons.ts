@@ -166,6 +166,14 @@ function sentinelReason(last: string, timeoutMs: number, use: RedisUse): Reason 
   };
 }
 
+/** A reply larger than the service takes from Redis: the connection that brought it is dropped. */
+export class ReplyTooLargeError extends Error {
+  override name = 'ReplyTooLargeError';
+  constructor(maxBytes: number) {
+    super(`Redis sent a reply of more than ${maxBytes} bytes; the connection was dropped.`);
+  }
+}
+
 /**
  * The reason for an error ioredis reported, whether a command's, a connection's, the
  * sentinels' or a Cluster's: `timeoutMs` is the command timeout.
@@ -176,6 +184,7 @@ export function reasonOf(error: Error & { lastNodeError?: Error }, timeoutMs: nu
     return { kind: 'timeout', text: `Redis did not answer within ${timeoutMs} ms.` };
   }
   if (error instanceof ReplyError || /^[A-Z]{4,} /.test(error.message)) return replyReason(error.message, use);
+  if (error instanceof ReplyTooLargeError) return { kind: 'failed', text: error.message };
   const tls = tlsReason(error as NodeJS.ErrnoException);
   if (tls !== null) return tls;
   const sentinels = ALL_SENTINELS_FAILED.exec(error.message);

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { describe, it } from 'node:test';
+import { getHeapStatistics } from 'node:v8';
 import {
   CONCERNS,
   type Config,
@@ -28,6 +29,8 @@ describe('loadConfig', () => {
       contextPath: '/',
       logLevel: 'info',
       bodyLimit: 1048576,
+      // A quarter of the heap limit of the process running the test.
+      memoryBudgetBytes: Math.floor(getHeapStatistics().heap_size_limit / 4),
       compression: true,
       compressionMinBytes: 1024,
       shutdownTimeoutMs: 10000,
@@ -93,6 +96,7 @@ describe('loadConfig', () => {
       CONTEXT_PATH: '/svc',
       LOG_LEVEL: 'debug',
       BODY_LIMIT: '2048',
+      MEMORY_BUDGET_BYTES: '16777216',
       COMPRESSION: 'FALSE',
       COMPRESSION_MIN_BYTES: '0',
       SHUTDOWN_TIMEOUT_MS: '0',
@@ -115,6 +119,7 @@ describe('loadConfig', () => {
       contextPath: '/svc',
       logLevel: 'debug',
       bodyLimit: 2048,
+      memoryBudgetBytes: 16777216,
       compression: false,
       compressionMinBytes: 0,
       shutdownTimeoutMs: 0,

@@ -1,0 +1,93 @@
+import type { Server, Socket } from 'node:net';
+import type { TLSSocket } from 'node:tls';
+import type { Holding, MemoryBudget } from '../lib/memory-budget.js';
+import { sendQueues, sendQueuesReadable, tableAddress } from '../lib/tcp-send-queues.js';
+
+/**
+ * Every connection of the server as a holder of the memory budget: the bytes written to it and not
+ * yet sent, in the process (its socket's buffer, and its TLS socket's) and in the kernel's send
+ * queue. One the budget sheds is reset (RST), which frees its kernel queue at once, unless what
+ * speaks on it (a WebSocket) has its own way to end.
+ */
+
+/** One connection, and what it holds. */
+class Connection implements Holding {
+  bytes = 0;
+  action = 'connection_reset';
+  readonly socket: Socket;
+  /** The socket answers are written to: the TLS socket over TLS. */
+  top: Socket;
+  /** The connection's remote end as the kernel's tables write it, once asked for. */
+  #remote: string | undefined;
+  /** How the connection is shed, if not reset. */
+  ending: (() => void) | null = null;
+
+  constructor(socket: Socket) {
+    this.socket = socket;
+    this.top = socket;
+  }
+
+  get remote(): string {
+    this.#remote ??= tableAddress(this.socket.remoteAddress ?? '', this.socket.remotePort ?? 0);
+    return this.#remote;
+  }
+
+  /** Whether it was shed: what it holds is let go of, at once or once its end is done. */
+  letGo = false;
+
+  shed(): void {
+    this.letGo = true;
+    if (this.ending !== null) this.ending();
+    else if (!this.socket.destroyed) this.socket.resetAndDestroy();
+  }
+}
+
+/** The remote end of a socket, as both the TCP and the TLS socket of a connection give it. */
+const keyOf = (socket: Socket): string => `${socket.remoteAddress}:${socket.remotePort}`;
+
+export class HeldConnections {
+  readonly #open = new Map<string, Connection>();
+  readonly #server: Server;
+
+  constructor(server: Server, budget: MemoryBudget) {
+    this.#server = server;
+    server.on('connection', (socket: Socket) => {
+      const key = keyOf(socket);
+      const connection = new Connection(socket);
+      this.#open.set(key, connection);
+      socket.once('close', () => {
+        if (this.#open.get(key) === connection) this.#open.delete(key);
+      });
+    });
+    server.on('secureConnection', (socket: TLSSocket) => {
+      const connection = this.#open.get(keyOf(socket));
+      if (connection !== undefined) connection.top = socket;
+    });
+    budget.add(() => this.#holdings());
+  }
+
+  /** Has the connection of `socket` shed by `end` (naming the budget's `action`) rather than reset. */
+  shedWith(socket: Socket, action: string, end: () => void): void {
+    const connection = this.#open.get(keyOf(socket));
+    if (connection === undefined) return;
+    connection.action = action;
+    connection.ending = end;
+  }
+
+  #holdings(): Iterable<Connection> {
+    if (this.#open.size === 0) return [];
+    const address = this.#server.address();
+    const kernel =
+      sendQueuesReadable && typeof address === 'object' && address !== null ? sendQueues(address.port) : null;
+    for (const connection of this.#open.values()) {
+      const { socket, top } = connection;
+      if (connection.letGo) {
+        connection.bytes = 0;
+        continue;
+      }
+      connection.bytes =
+        socket.writableLength + (top === socket ? 0 : top.writableLength) + (kernel?.get(connection.remote) ?? 0);
+    }
+    return this.#open.values();
+  }
+}

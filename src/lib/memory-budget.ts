@@ -1,0 +1,139 @@
+import { Counter, Gauge, type Registry } from 'prom-client';
+
+/** Something held on a client's or a peer's behalf, and the way to let go of it. */
+export interface Holding {
+  /** Bytes held now. */
+  readonly bytes: number;
+  /** What letting go of it does, as `/metrics` and the log name it: `connection_reset`, `websocket_closed`, ... */
+  readonly action: string;
+  /** Lets go of it: ends what holds the bytes. */
+  shed(): void;
+}
+
+/** A kind of holder: each of its holdings as measured now. */
+export type Holder = () => Iterable<Holding>;
+
+/** What the budget tells of each holding it sheds. */
+export type ShedListener = (holding: Holding, heldBytes: number, limit: number) => void;
+
+/** How often the holdings are measured while there are holders, in ms. */
+const MEASURE_INTERVAL_MS = 100;
+
+/** Past this share of the limit, nothing new that may hold much is taken on. */
+const HIGH_WATER = 0.8;
+
+/**
+ * One budget for the whole process: the bytes it holds for clients and peers that do not keep up
+ * (answers not yet sent, in the process and in the kernel's send queues, WebSocket echoes not yet
+ * read, ...), measured every 100 ms. Over the limit, the holdings that hold the most are shed
+ * until what is left is under the high-water mark (80% of the limit); from that mark on the budget
+ * is `full`, and what may come to hold much (a new stream, an upgrade, a WebSocket's next message)
+ * is refused or waits. Between two measurements, `charge` adds what a fast producer has just
+ * given out, so that it stops before the next one.
+ */
+export class MemoryBudget {
+  readonly limit: number;
+  readonly #holders = new Set<Holder>();
+  readonly #onShed: ShedListener;
+  /** Bytes held at the last measurement, and charged since. */
+  #measured = 0;
+  #charged = 0;
+  /** Holdings shed since start, by action; and requests refused while full. */
+  readonly #shed = new Map<string, number>();
+  #timer: NodeJS.Timeout | undefined;
+
+  constructor(limit: number, onShed: ShedListener) {
+    this.limit = limit;
+    this.#onShed = onShed;
+  }
+
+  /** Bytes held at the last measurement, and those charged since. */
+  get held(): number {
+    return this.#measured + this.#charged;
+  }
+
+  /** Whether what is held has reached the high-water mark: nothing new that may hold much is taken on. */
+  get full(): boolean {
+    return this.#measured + this.#charged >= this.limit * HIGH_WATER;
+  }
+
+  /** Adds bytes just given out to what was held at the last measurement, until the next. */
+  charge(bytes: number): void {
+    this.#charged += bytes;
+  }
+
+  /** Counts something refused for the budget, with the actions of `/metrics`. */
+  refused(action: string): void {
+    this.#shed.set(action, (this.#shed.get(action) ?? 0) + 1);
+  }
+
+  /** Measures `holder`'s holdings from now on, until `close`. */
+  add(holder: Holder): void {
+    this.#holders.add(holder);
+    this.#timer ??= setInterval(this.measure, MEASURE_INTERVAL_MS).unref();
+  }
+
+  /** Stops measuring. */
+  close(): void {
+    clearInterval(this.#timer);
+    this.#timer = undefined;
+    this.#holders.clear();
+  }
+
+  /** Measures every holding; over the limit, sheds those that hold the most until under the high-water mark. */
+  readonly measure = (): void => {
+    const holdings: Holding[] = [];
+    let held = 0;
+    for (const holder of this.#holders) {
+      for (const holding of holder()) {
+        if (holding.bytes <= 0) continue;
+        held += holding.bytes;
+        holdings.push(holding);
+      }
+    }
+    this.#measured = held;
+    this.#charged = 0;
+    if (held <= this.limit) return;
+    holdings.sort((a, b) => b.bytes - a.bytes);
+    const target = this.limit * HIGH_WATER;
+    for (const holding of holdings) {
+      if (held <= target) break;
+      this.#onShed(holding, held, this.limit);
+      this.refused(holding.action);
+      holding.shed();
+      held -= holding.bytes;
+    }
+    this.#measured = held;
+  };
+
+  /** `memory_budget_bytes`, `memory_held_bytes` and `memory_shed_total`, read when `/metrics` is. */
+  registerMetrics(registry: Registry): void {
+    const budget = this;
+    new Gauge({
+      name: 'memory_budget_bytes',
+      help: 'Bytes the service may hold for clients and peers that do not keep up (MEMORY_BUDGET_BYTES).',
+      registers: [registry],
+      collect() {
+        this.set(budget.limit);
+      },
+    });
+    new Gauge({
+      name: 'memory_held_bytes',
+      help: 'Bytes held for clients and peers that do not keep up, at the last measurement.',
+      registers: [registry],
+      collect() {
+        this.set(budget.held);
+      },
+    });
+    new Counter({
+      name: 'memory_shed_total',
+      help: 'What the memory budget shed or refused, by action.',
+      labelNames: ['action'] as const,
+      registers: [registry],
+      collect() {
+        this.reset();
+        for (const [action, count] of budget.#shed) this.inc({ action }, count);
+      },
+    });
+  }
+}

@@ -1,0 +1,97 @@
+import assert from 'node:assert/strict';
+import { connect, type Socket } from 'node:net';
+import { after, describe, it } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { request } from 'undici';
+import { WebSocket } from 'ws';
+import { assertEnvelope, listening, samples, type TestResponse } from '../helpers.js';
+
+/*
+ * The memory budget in a listening service with the smallest budget there is (1 MiB): a client
+ * that does not read holds more than that, the service sheds it (a reset, a WebSocket's 1013) and
+ * refuses new streams and WebSockets meanwhile, with the 503 envelope.
+ */
+
+const MiB = 1024 * 1024;
+
+async function get(url: string, headers: Record<string, string> = {}): Promise<TestResponse> {
+  const res = await request(url, { headers });
+  const text = await res.body.text();
+  return {
+    status: res.statusCode,
+    headers: res.headers,
+    text,
+    json: () => JSON.parse(text),
+  } as unknown as TestResponse;
+}
+
+async function metric(origin: string, labels: string): Promise<number> {
+  const res = await request(`${origin}/metrics`);
+  return samples(await res.body.text(), 'memory_shed_total').get(labels) ?? 0;
+}
+
+describe('the memory budget (MEMORY_BUDGET_BYTES=1048576)', () => {
+  const closers: (() => Promise<unknown>)[] = [];
+  after(async () => {
+    for (const close of closers) await close();
+  });
+
+  it('closes a WebSocket that never reads with 1013, and refuses streams and WebSockets with 503 while full', async () => {
+    const { app, origin, port, logs } = await listening({ memoryBudgetBytes: MiB });
+    closers.push(() => app.close());
+    const ws = new WebSocket(`ws://127.0.0.1:${port}/api/echo/websocket`);
+    ws.on('error', () => {});
+    await new Promise((resolve) => ws.once('open', resolve));
+    (ws as unknown as { _socket: Socket })._socket.pause();
+    for (let i = 0; i < 8; i += 1) ws.send(Buffer.alloc(512 * 1024));
+    // The echoes charged as they are sent fill the budget before it is next measured.
+    let stream: TestResponse | undefined;
+    for (let tries = 0; tries < 50 && stream?.status !== 503; tries += 1) {
+      stream = await get(`${origin}/api/events?count=1`, { accept: 'text/event-stream' });
+      await sleep(10);
+    }
+    const refused = assertEnvelope(stream as TestResponse, 503, 'SERVICE_UNAVAILABLE');
+    assert.equal(
+      refused.message,
+      'The service holds as much unsent data for its clients as it may; try again shortly.',
+    );
+    assert.equal((stream as TestResponse).headers['retry-after'], '1');
+    for (let tries = 0; tries < 100 && (await metric(origin, '{action="websocket_closed"}')) === 0; tries += 1) {
+      await sleep(20);
+    }
+    assert.equal(await metric(origin, '{action="websocket_closed"}'), 1);
+    assert.ok((await metric(origin, '{action="stream_refused"}')) >= 1);
+    const shed = logs.lines.find((line) => line.msg === 'memory budget exceeded: shedding what holds the most');
+    assert.equal(shed?.action, 'websocket_closed');
+    assert.equal(shed?.budget_bytes, MiB);
+    assert.ok((shed?.held_bytes as number) > MiB);
+    ws.terminate();
+  });
+
+  it('resets an HTTP/1.1 connection that leaves a large answer unread, and serves the others', async () => {
+    const { app, origin, port } = await listening({ memoryBudgetBytes: MiB, bodyLimit: 4 * MiB });
+    closers.push(() => app.close());
+    const body = JSON.stringify({ data: 'e'.repeat(3 * MiB) });
+    const socket = connect(port, '127.0.0.1');
+    socket.on('error', () => {});
+    socket.pause();
+    socket.write(
+      `POST /api/echo HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`,
+    );
+    for (let tries = 0; tries < 100 && (await metric(origin, '{action="connection_reset"}')) === 0; tries += 1) {
+      await sleep(20);
+    }
+    assert.equal(await metric(origin, '{action="connection_reset"}'), 1);
+    // Read at last, the connection was reset: the answer never whole.
+    let received = 0;
+    socket.on('data', (chunk: Buffer) => {
+      received += chunk.length;
+    });
+    const closed = new Promise((resolve) => socket.once('close', resolve));
+    socket.resume();
+    await closed;
+    assert.ok(received < body.length, `${received} bytes received`);
+    const hello = await get(`${origin}/api/hello`);
+    assert.equal(hello.status, 200);
+  });
+});

@@ -1,0 +1,70 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { Registry } from 'prom-client';
+import { type Holding, MemoryBudget } from '../../src/lib/memory-budget.js';
+
+const MiB = 1024 * 1024;
+
+/** A holding of `bytes` that records being shed. */
+function holding(bytes: number, shed: string[], action = 'connection_reset'): Holding {
+  return { bytes, action, shed: () => shed.push(`${action} ${bytes / MiB}`) };
+}
+
+describe('MemoryBudget', () => {
+  it('sheds nothing under its limit, and is full from 80% of it', () => {
+    const shed: string[] = [];
+    const budget = new MemoryBudget(10 * MiB, () => {});
+    let holdings = [holding(3 * MiB, shed), holding(4 * MiB, shed)];
+    budget.add(() => holdings);
+    budget.measure();
+    assert.equal(budget.held, 7 * MiB);
+    assert.equal(budget.full, false);
+    holdings = [holding(3 * MiB, shed), holding(5 * MiB, shed)];
+    budget.measure();
+    assert.equal(budget.full, true);
+    assert.deepEqual(shed, []);
+    budget.close();
+  });
+
+  it('past its limit, sheds what holds the most until under 80% of it, telling each', () => {
+    const shed: string[] = [];
+    const told: [string, number, number][] = [];
+    const budget = new MemoryBudget(10 * MiB, (h, held, limit) => told.push([h.action, held / MiB, limit / MiB]));
+    budget.add(() => [holding(1 * MiB, shed), holding(5 * MiB, shed), holding(2 * MiB, shed)]);
+    budget.add(() => [holding(4 * MiB, shed, 'stream_reset'), holding(0, shed)]);
+    budget.measure();
+    // 12 MiB held: the 5 (to 7), then under 8 MiB.
+    assert.deepEqual(shed, ['connection_reset 5']);
+    assert.deepEqual(told, [['connection_reset', 12, 10]]);
+    assert.equal(budget.held, 7 * MiB);
+    assert.equal(budget.full, false);
+    budget.close();
+  });
+
+  it('counts what is charged between two measurements, until the next', () => {
+    const budget = new MemoryBudget(10 * MiB, () => {});
+    budget.add(() => [holding(2 * MiB, [])]);
+    budget.measure();
+    budget.charge(6 * MiB);
+    assert.equal(budget.full, true);
+    budget.measure();
+    assert.equal(budget.held, 2 * MiB);
+    assert.equal(budget.full, false);
+    budget.close();
+  });
+
+  it('says its limit, what it held and what it shed or refused in /metrics', async () => {
+    const budget = new MemoryBudget(10 * MiB, () => {});
+    const registry = new Registry();
+    budget.registerMetrics(registry);
+    budget.add(() => [holding(6 * MiB, []), holding(7 * MiB, [], 'websocket_closed')]);
+    budget.measure();
+    budget.refused('stream_refused');
+    const text = await registry.metrics();
+    assert.match(text, /^memory_budget_bytes 10485760$/m);
+    assert.match(text, /^memory_held_bytes 6291456$/m);
+    assert.match(text, /^memory_shed_total\{action="websocket_closed"\} 1$/m);
+    assert.match(text, /^memory_shed_total\{action="stream_refused"\} 1$/m);
+    budget.close();
+  });
+});
