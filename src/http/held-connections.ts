@@ -32,11 +32,11 @@ class Connection implements Holding {
     return this.#remote;
   }
 
-  /** Whether it was shed: what it holds is let go of, at once or once its end is done. */
-  letGo = false;
+  /** Whether it was shed and is still ending: what it holds is let go of once its end is done. */
+  leaving = false;
 
   shed(): void {
-    this.letGo = true;
+    this.leaving = true;
     if (this.ending !== null) this.ending();
     else if (!this.socket.destroyed) this.socket.resetAndDestroy();
   }
@@ -81,10 +81,6 @@ export class HeldConnections {
       sendQueuesReadable && typeof address === 'object' && address !== null ? sendQueues(address.port) : null;
     for (const connection of this.#open.values()) {
       const { socket, top } = connection;
-      if (connection.letGo) {
-        connection.bytes = 0;
-        continue;
-      }
       connection.bytes =
         socket.writableLength + (top === socket ? 0 : top.writableLength) + (kernel?.get(connection.remote) ?? 0);
     }

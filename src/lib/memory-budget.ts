@@ -8,6 +8,8 @@ export interface Holding {
   readonly action: string;
   /** Lets go of it: ends what holds the bytes. */
   shed(): void;
+  /** Shed already, and still ending (a WebSocket taking its close): counted, not shed again. */
+  readonly leaving?: boolean;
 }
 
 /** A kind of holder: each of its holdings as measured now. */
@@ -98,6 +100,7 @@ export class MemoryBudget {
     const target = this.limit * HIGH_WATER;
     for (const holding of holdings) {
       if (held <= target) break;
+      if (holding.leaving === true) continue;
       this.#onShed(holding, held, this.limit);
       this.refused(holding.action);
       holding.shed();
