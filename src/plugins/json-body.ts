@@ -163,7 +163,9 @@ class DecodedBody extends Readable {
 
   readonly #receive = (chunk: Buffer): void => {
     this.receivedEncodedLength += chunk.length;
-    this.#encoded.push(chunk);
+    // Fastify holds the coded length to the limit only as decoded bytes come: none come before the turn.
+    if (this.receivedEncodedLength > this.#limit) this.#fail(payloadTooLarge(this.#limit));
+    else this.#encoded.push(chunk);
   };
 
   readonly #decoded = (chunk: Buffer): void => {
@@ -178,8 +180,8 @@ class DecodedBody extends Readable {
   };
 
   override _destroy(error: Error | null, callback: (error?: Error | null) => void): void {
+    // Its error listener stays (#fail does nothing once destroyed): the request may still fail.
     this.#raw.off('data', this.#receive);
-    this.#raw.off('error', this.#fail);
     // What still comes is read and dropped, as Fastify does with a body over the limit.
     this.#raw.unpipe();
     this.#raw.resume();

@@ -1,8 +1,10 @@
 import assert from 'node:assert/strict';
 import { connect as connectHttp2 } from 'node:http2';
+import { connect, type Socket } from 'node:net';
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { after, before, describe, it } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
 import zlib from 'node:zlib';
 import Fastify from 'fastify';
 import { CODINGS } from '../../src/lib/content-coding.js';
@@ -12,6 +14,7 @@ import {
   assertEnvelope,
   type Client,
   listening,
+  parseRawResponse,
   rawExchange,
   sendHttp2,
   sendTo,
@@ -282,6 +285,65 @@ describe('an answer on its way out', () => {
       assert.deepEqual(res.json(), { text: '{"n": 1}', n: 1 });
       assert.deepEqual(seen, [{ body: undefined, rawJson: null }]);
     } finally {
+      await app.close();
+    }
+  });
+});
+
+describe('coded bodies read whole, then decoded in turn', () => {
+  it('refuses a chunked coded body with 413 as soon as its coded bytes pass the limit, before decoding any', async () => {
+    const { app, port } = await listening({ logLevel: 'silent', bodyLimit: 64 * 1024 });
+    try {
+      // Not gzip at all: decoded, it would be a 400; it is never decoded.
+      const chunk = Buffer.alloc(16 * 1024, 'x');
+      const chunks = Array.from({ length: 6 }, () =>
+        Buffer.concat([Buffer.from('4000\r\n'), chunk, Buffer.from('\r\n')]),
+      );
+      const head = [
+        'POST /api/echo HTTP/1.1',
+        'Host: localhost',
+        'Content-Type: application/json',
+        'Content-Encoding: gzip',
+        'Transfer-Encoding: chunked',
+        'Connection: close',
+        '',
+        '',
+      ].join('\r\n');
+      const answer = parseRawResponse(
+        await rawExchange(port, Buffer.concat([Buffer.from(head), ...chunks, Buffer.from('0\r\n\r\n')])),
+      );
+      const error = assertEnvelope(answer, 413, 'PAYLOAD_TOO_LARGE');
+      assert.equal(error.message, 'The request body is larger than the limit of 65536 bytes.');
+    } finally {
+      await app.close();
+    }
+  });
+
+  it('serves a coded body at once while more clients than decode at once send theirs slowly', async () => {
+    const { app, port, origin } = await listening({ logLevel: 'silent' });
+    const slow: Socket[] = [];
+    try {
+      const text = '{"n":1}';
+      const body = encoded(text, 'gzip');
+      const head = `POST /api/echo HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Encoding: gzip\r\nContent-Length: ${body.length}\r\n\r\n`;
+      for (let i = 0; i < 8; i += 1) {
+        const socket = connect(port, '127.0.0.1');
+        socket.on('error', () => {});
+        socket.write(Buffer.concat([Buffer.from(head), body.subarray(0, 5)]));
+        slow.push(socket);
+      }
+      await sleep(100);
+      const started = performance.now();
+      const res = await fetch(`${origin}/api/echo`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'content-encoding': 'gzip' },
+        body,
+      });
+      assert.equal(res.status, 200);
+      assert.ok((await res.text()).startsWith(`{"received":${text},`));
+      assert.ok(performance.now() - started < 1000);
+    } finally {
+      for (const socket of slow) socket.destroy();
       await app.close();
     }
   });
