@@ -1,5 +1,6 @@
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { once } from 'node:events';
+import { connect, createServer, type Server, type Socket } from 'node:net';
 import { freePort } from './ports.js';
 
 /** Whether `redis-server` is on PATH; without it the Redis suites skip, saying so once. */
@@ -85,5 +86,62 @@ export class RedisServer {
 
   resume(): void {
     this.#process?.kill('SIGCONT');
+  }
+}
+
+/**
+ * A proxy in front of a Redis that passes everything both ways until told to flood: then a
+ * profile read (HMGET) gets, in place of Redis's reply, one declaring a gigabyte, streamed as fast
+ * as the client takes it, as a Redis gone wrong (or anything on the way to one) would. It counts
+ * the connections its clients open.
+ */
+export class FloodingRedisProxy {
+  flooding = false;
+  connections = 0;
+  readonly #server: Server;
+
+  private constructor(server: Server) {
+    this.#server = server;
+  }
+
+  static async start(redisPort: number): Promise<FloodingRedisProxy> {
+    const server = createServer();
+    const proxy = new FloodingRedisProxy(server);
+    server.on('connection', (client) => proxy.#relay(client, redisPort));
+    server.listen(0, '127.0.0.1');
+    await once(server, 'listening');
+    return proxy;
+  }
+
+  get url(): string {
+    return `redis://127.0.0.1:${(this.#server.address() as { port: number }).port}`;
+  }
+
+  #relay(client: Socket, redisPort: number): void {
+    this.connections += 1;
+    const upstream = connect(redisPort, '127.0.0.1');
+    upstream.pipe(client);
+    client.on('error', () => upstream.destroy());
+    upstream.on('error', () => client.destroy());
+    client.on('close', () => upstream.destroy());
+    client.on('data', (chunk: Buffer) => {
+      if (!(this.flooding && chunk.includes('hmget'))) {
+        upstream.write(chunk);
+        return;
+      }
+      upstream.unpipe(client);
+      upstream.destroy();
+      const bytes = Buffer.alloc(64 * 1024, 'x');
+      client.write(`*2\r\n$${2 ** 30}\r\n`);
+      const more = () => {
+        while (!client.destroyed && client.write(bytes));
+      };
+      client.on('drain', more);
+      more();
+    });
+  }
+
+  close(): void {
+    this.#server.close();
   }
 }

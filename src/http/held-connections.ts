@@ -42,17 +42,21 @@ class Connection implements Holding {
   }
 }
 
-/** The remote end of a socket, as both the TCP and the TLS socket of a connection give it. */
-const keyOf = (socket: Socket): string => `${socket.remoteAddress}:${socket.remotePort}`;
+/** A connection's remote end, as both its TCP socket and the TLS socket made of it give it. */
+export const connectionKey = (socket: Socket): string => `${socket.remoteAddress}:${socket.remotePort}`;
 
 export class HeldConnections {
   readonly #open = new Map<string, Connection>();
-  readonly #server: Server;
+  /** The port listened on, whose connections the kernel's tables are read for. */
+  #port = 0;
 
   constructor(server: Server, budget: MemoryBudget) {
-    this.#server = server;
+    server.on('listening', () => {
+      const address = server.address();
+      this.#port = typeof address === 'object' && address !== null ? address.port : 0;
+    });
     server.on('connection', (socket: Socket) => {
-      const key = keyOf(socket);
+      const key = connectionKey(socket);
       const connection = new Connection(socket);
       this.#open.set(key, connection);
       socket.once('close', () => {
@@ -60,7 +64,7 @@ export class HeldConnections {
       });
     });
     server.on('secureConnection', (socket: TLSSocket) => {
-      const connection = this.#open.get(keyOf(socket));
+      const connection = this.#open.get(connectionKey(socket));
       if (connection !== undefined) connection.top = socket;
     });
     budget.add(() => this.#holdings());
@@ -68,7 +72,7 @@ export class HeldConnections {
 
   /** Has the connection of `socket` shed by `end` (naming the budget's `action`) rather than reset. */
   shedWith(socket: Socket, action: string, end: () => void): void {
-    const connection = this.#open.get(keyOf(socket));
+    const connection = this.#open.get(connectionKey(socket));
     if (connection === undefined) return;
     connection.action = action;
     connection.ending = end;
@@ -76,9 +80,7 @@ export class HeldConnections {
 
   #holdings(): Iterable<Connection> {
     if (this.#open.size === 0) return [];
-    const address = this.#server.address();
-    const kernel =
-      sendQueuesReadable && typeof address === 'object' && address !== null ? sendQueues(address.port) : null;
+    const kernel = sendQueuesReadable && this.#port !== 0 ? sendQueues(this.#port) : null;
     for (const connection of this.#open.values()) {
       const { socket, top } = connection;
       connection.bytes =

@@ -6,6 +6,7 @@ import type { TLSSocket } from 'node:tls';
 import type { FastifyServerFactory } from 'fastify';
 import type { MemoryBudget } from '../lib/memory-budget.js';
 import type { ServerCertificate } from './certificates.js';
+import { connectionKey } from './held-connections.js';
 import { Http2Sessions } from './http2-sessions.js';
 import { ROUTABLE_METHODS, UNROUTABLE_METHOD } from './socket-answers.js';
 
@@ -155,15 +156,14 @@ function beforeClose(server: HttpServer | HttpsServer, first: () => void): void 
  */
 function closeHandshakesOnClose(server: HttpsServer): void {
   const handshaking = new Map<string, Socket>();
-  const key = (socket: Socket) => `${socket.remoteAddress}:${socket.remotePort}`;
   server.on('connection', (socket: Socket) => {
-    const at = key(socket);
+    const at = connectionKey(socket);
     handshaking.set(at, socket);
     socket.once('close', () => {
       if (handshaking.get(at) === socket) handshaking.delete(at);
     });
   });
-  server.on('secureConnection', (socket: TLSSocket) => handshaking.delete(key(socket)));
+  server.on('secureConnection', (socket: TLSSocket) => handshaking.delete(connectionKey(socket)));
   beforeClose(server, () => {
     for (const socket of handshaking.values()) socket.destroy();
   });

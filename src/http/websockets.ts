@@ -112,9 +112,7 @@ export class WebSocketEcho {
   refusal(): { max: number } | 'draining' | 'memory' | null {
     if (this.#draining) return 'draining';
     if (this.#open.size >= this.#settings.maxConnections) return { max: this.#settings.maxConnections };
-    if (!this.#budget.full) return null;
-    this.#budget.refused('websocket_refused');
-    return 'memory';
+    return this.#budget.admits('websocket_refused') ? null : 'memory';
   }
 
   /**

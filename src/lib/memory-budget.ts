@@ -64,8 +64,14 @@ export class MemoryBudget {
     this.#charged += bytes;
   }
 
-  /** Counts something refused for the budget, with the actions of `/metrics`. */
-  refused(action: string): void {
+  /** Whether something new that may hold much may begin now: not while full, which counts a refusal as `action`. */
+  admits(action: string): boolean {
+    if (!this.full) return true;
+    this.#count(action);
+    return false;
+  }
+
+  #count(action: string): void {
     this.#shed.set(action, (this.#shed.get(action) ?? 0) + 1);
   }
 
@@ -102,7 +108,7 @@ export class MemoryBudget {
       if (held <= target) break;
       if (holding.leaving === true) continue;
       this.#onShed(holding, held, this.limit);
-      this.refused(holding.action);
+      this.#count(holding.action);
       holding.shed();
       held -= holding.bytes;
     }

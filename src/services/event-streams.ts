@@ -153,10 +153,7 @@ export class EventStreams {
    */
   begin(request: object, plan: GreetingStreamPlan): GreetingStream | 'max' | 'memory' {
     if (this.#open.size >= this.max) return 'max';
-    if (this.#budget.full) {
-      this.#budget.refused('stream_refused');
-      return 'memory';
-    }
+    if (!this.#budget.admits('stream_refused')) return 'memory';
     const stream = new GreetingStream(this, plan);
     this.#open.add(stream);
     this.#answering.set(request, stream);

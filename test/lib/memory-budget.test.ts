@@ -59,10 +59,13 @@ describe('MemoryBudget', () => {
     budget.registerMetrics(registry);
     budget.add(() => [holding(6 * MiB, []), holding(7 * MiB, [], 'websocket_closed')]);
     budget.measure();
-    budget.refused('stream_refused');
+    assert.equal(budget.admits('stream_refused'), true);
+    budget.charge(2 * MiB);
+    assert.equal(budget.admits('stream_refused'), false);
     const text = await registry.metrics();
     assert.match(text, /^memory_budget_bytes 10485760$/m);
-    assert.match(text, /^memory_held_bytes 6291456$/m);
+    // The 6 MiB left at the measurement, and the 2 MiB charged since.
+    assert.match(text, /^memory_held_bytes 8388608$/m);
     assert.match(text, /^memory_shed_total\{action="websocket_closed"\} 1$/m);
     assert.match(text, /^memory_shed_total\{action="stream_refused"\} 1$/m);
     budget.close();

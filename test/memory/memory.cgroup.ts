@@ -1,13 +1,12 @@
 import assert from 'node:assert/strict';
-import { once } from 'node:events';
-import { connect, createServer, type Server, type Socket } from 'node:net';
+import { connect, type Socket } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { gzipSync } from 'node:zlib';
 import { request } from 'undici';
 import { WebSocket } from 'ws';
 import { sendQueues } from '../../src/lib/tcp-send-queues.js';
-import { REDIS_SERVER_MISSING, REDIS_SKIP_REASON, RedisServer } from '../redis-server.js';
+import { FloodingRedisProxy, REDIS_SERVER_MISSING, REDIS_SKIP_REASON, RedisServer } from '../redis-server.js';
 import { killAllServers, type RunningServer, rssMiB, startServer } from '../server-process.js';
 import { cgroupMissing, type MemoryCgroup, memoryCgroup } from './cgroup.js';
 
@@ -101,29 +100,27 @@ function unread(clients: Clients, port: number, head: string, body: Buffer = Buf
 }
 
 let cgroup: MemoryCgroup | undefined;
-let server: RunningServer | undefined;
 
-/** The built service in a fresh cgroup of the recipe's size, with the recipe's heap. */
-async function start(env: Record<string, string> = {}): Promise<RunningServer> {
-  cgroup = memoryCgroup(`greeting-memory-test-${process.pid}`, LIMIT);
-  server = await startServer(env, [], { nodeArgs: NODE_ARGS, cgroupProcs: cgroup.procs });
-  return server;
-}
-
-/** Stops the service and its cgroup; asserts the kernel killed nothing and the process was alive to the end. */
-async function stop(): Promise<void> {
-  const running = server;
-  const group = cgroup;
-  server = undefined;
-  cgroup = undefined;
-  if (running === undefined || group === undefined) return;
-  const alive = running.child.exitCode === null && running.child.signalCode === null;
-  const kills = group.oomKills();
-  running.kill();
-  await running.exited;
-  group.remove();
-  assert.equal(kills, 0, 'the kernel killed a process of the cgroup for want of memory');
-  assert.ok(alive, `the service had exited\n${running.stderr()}`);
+/**
+ * Runs `run` against the built service in a fresh cgroup of the recipe's size, with the recipe's
+ * heap; then stops both, asserting that the kernel killed nothing and the process was alive to the end.
+ */
+async function underLimit(env: Record<string, string>, run: (server: RunningServer) => Promise<void>): Promise<void> {
+  const group = memoryCgroup(`greeting-memory-test-${process.pid}`, LIMIT);
+  cgroup = group;
+  const running = await startServer(env, [], { nodeArgs: NODE_ARGS, cgroupProcs: group.procs });
+  try {
+    await run(running);
+  } finally {
+    const alive = running.child.exitCode === null && running.child.signalCode === null;
+    const kills = group.oomKills();
+    running.kill();
+    await running.exited;
+    group.remove();
+    cgroup = undefined;
+    assert.equal(kills, 0, 'the kernel killed a process of the cgroup for want of memory');
+    assert.ok(alive, `the service had exited\n${running.stderr()}`);
+  }
 }
 
 /** Runs `attack` for `seconds` while watching; then ends its clients and gives memory time to come back. */
@@ -162,14 +159,17 @@ describe('memory under attack in a 256 MiB cgroup with a 128 MiB heap', {
   skip: missing ?? false,
   timeout: 120_000,
 }, () => {
-  after(async () => {
+  after(() => {
     killAllServers();
-    await stop().catch(() => {});
+    try {
+      cgroup?.remove();
+    } catch {
+      // Its process may take a moment to go.
+    }
   });
 
   it('20 unread event streams of 1,000 events greeting a 16,000-character name', async () => {
-    const running = await start();
-    try {
+    await underLimit({}, async (running) => {
       const name = 'n'.repeat(16_000);
       const result = await attackFor(10, running, (clients) => {
         for (let i = 0; i < 20; i += 1) {
@@ -181,14 +181,11 @@ describe('memory under attack in a 256 MiB cgroup with a 128 MiB heap', {
         }
       });
       assertHeld(result, 'unread event streams');
-    } finally {
-      await stop();
-    }
+    });
   });
 
   it('60 WebSocket clients sending 64 KiB messages for 12 s and never reading', async () => {
-    const running = await start();
-    try {
+    await underLimit({}, async (running) => {
       const message = Buffer.alloc(64 * 1024, 7);
       const closes: number[] = [];
       const result = await attackFor(12, running, async (clients) => {
@@ -212,14 +209,11 @@ describe('memory under attack in a 256 MiB cgroup with a 128 MiB heap', {
         await Promise.all(opened);
       });
       assertHeld(result, 'WebSockets that never read');
-    } finally {
-      await stop();
-    }
+    });
   });
 
   it('400 unread 1 MB echoes, each bought with a gzip body of about a kilobyte', async () => {
-    const running = await start();
-    try {
+    await underLimit({}, async (running) => {
       const body = gzipSync(JSON.stringify({ data: 'e'.repeat(1_000_000) }));
       assert.ok(body.length < 2048);
       const head = [
@@ -239,45 +233,18 @@ describe('memory under attack in a 256 MiB cgroup with a 128 MiB heap', {
       });
       assertHeld(result, 'unread coded echoes');
       assert.ok(result.peakChargedMiB < 256, `resident memory and send queues reached ${result.peakChargedMiB} MiB`);
-    } finally {
-      await stop();
-    }
+    });
   });
 
   describe('a Redis that answers a read with a reply of a gigabyte', {
     skip: REDIS_SERVER_MISSING && REDIS_SKIP_REASON,
   }, () => {
     let redis: RedisServer;
-    let proxy: Server;
-    /** Once set, a profile read gets the endless reply in place of Redis's. */
-    let flooding = false;
+    let proxy: FloodingRedisProxy;
 
     before(async () => {
       redis = await RedisServer.start();
-      proxy = createServer((client) => {
-        const upstream = connect(redis.port, '127.0.0.1');
-        upstream.pipe(client);
-        client.on('error', () => upstream.destroy());
-        upstream.on('error', () => client.destroy());
-        client.on('close', () => upstream.destroy());
-        client.on('data', (chunk: Buffer) => {
-          if (!(flooding && chunk.includes('hmget'))) {
-            upstream.write(chunk);
-            return;
-          }
-          upstream.unpipe(client);
-          upstream.destroy();
-          const bytes = Buffer.alloc(64 * 1024, 'x');
-          client.write(`*2\r\n$${2 ** 30}\r\n`);
-          const more = () => {
-            while (!client.destroyed && client.write(bytes));
-          };
-          client.on('drain', more);
-          more();
-        });
-      });
-      proxy.listen(0, '127.0.0.1');
-      await once(proxy, 'listening');
+      proxy = await FloodingRedisProxy.start(redis.port);
     });
 
     after(async () => {
@@ -286,14 +253,13 @@ describe('memory under attack in a 256 MiB cgroup with a 128 MiB heap', {
     });
 
     it('is dropped: memory grows by less than 120 MB and every profile read is a 503', async () => {
-      const running = await start({ REDIS_URL: `redis://127.0.0.1:${(proxy.address() as { port: number }).port}` });
-      try {
+      await underLimit({ REDIS_URL: proxy.url }, async (running) => {
         for (let ready = false; !ready; await sleep(100)) {
           const res = await request(`http://127.0.0.1:${running.port}/readyz`);
           await res.body.dump();
           ready = res.statusCode === 200;
         }
-        flooding = true;
+        proxy.flooding = true;
         const statuses = new Map<number, number>();
         const result = await attackFor(15, running, async () => {
           const until = performance.now() + 14_000;
@@ -304,13 +270,11 @@ describe('memory under attack in a 256 MiB cgroup with a 128 MiB heap', {
             await sleep(100);
           }
         });
-        flooding = false;
+        proxy.flooding = false;
         assertHeld(result, 'a Redis reply without end');
         assert.ok(result.peakRssMiB - result.baselineMiB < 120, JSON.stringify(result));
         assert.deepEqual([...statuses.keys()], [503], JSON.stringify([...statuses]));
-      } finally {
-        await stop();
-      }
+      });
     });
   });
 });

@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { request as httpRequest, type IncomingHttpHeaders } from 'node:http';
 import { type ClientHttp2Session, connect as connectHttp2 } from 'node:http2';
+import { connect } from 'node:net';
 import { performance } from 'node:perf_hooks';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -591,6 +592,40 @@ describe('GET /api/events: SIGTERM with streams open (the built service)', () =>
       assert.equal(lines.find((line) => line.request_id === 'sigterm-1')?.events_sent, 1);
     } finally {
       session.destroy();
+    }
+  });
+});
+
+describe('a client that does not read its stream', () => {
+  it('holds a chunk of it: events are made as the connection takes them, and the rest once it reads', async () => {
+    const { app, port, origin } = await listening({ logLevel: 'silent' });
+    try {
+      const sentTotal = async () => {
+        const res = await fetch(`${origin}/metrics`);
+        return samples(await res.text(), 'events_sent_total').get('') ?? 0;
+      };
+      const name = 'n'.repeat(16_000);
+      const socket = connect(port, '127.0.0.1');
+      socket.on('error', () => {});
+      socket.pause();
+      socket.write(
+        `GET /api/events?count=1000&interval_ms=0&name=${name} HTTP/1.1\r\nHost: x\r\nAccept: text/event-stream\r\n\r\n`,
+      );
+      await sleep(500);
+      // 16 MB of events were all due at once; the socket's buffers and the kernel's take a few MB.
+      const held = await sentTotal();
+      assert.ok(held > 0 && held < 500, `${held} events made for a client that reads none`);
+      let received = 0;
+      socket.on('data', (chunk: Buffer) => {
+        received += chunk.length;
+      });
+      socket.resume();
+      for (let tries = 0; tries < 200 && (await sentTotal()) < 1000; tries += 1) await sleep(25);
+      assert.equal(await sentTotal(), 1000);
+      socket.destroy();
+      assert.ok(received > held * 16_000);
+    } finally {
+      await app.close();
     }
   });
 });

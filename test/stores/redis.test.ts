@@ -11,7 +11,7 @@ import { RedisConnection } from '../../src/stores/redis-connection.js';
 import { RedisProfileStore } from '../../src/stores/redis-profile.js';
 import { RedisRateLimitStore } from '../../src/stores/redis-rate-limit.js';
 import { LogCapture } from '../helpers.js';
-import { REDIS_SERVER_MISSING, REDIS_SKIP_REASON, RedisServer } from '../redis-server.js';
+import { FloodingRedisProxy, REDIS_SERVER_MISSING, REDIS_SKIP_REASON, RedisServer } from '../redis-server.js';
 import { ADA, profileStoreContract } from './profile-store-contract.js';
 
 // Twice the default: with three test files at a time on two cores, a reply can wait that long in a
@@ -263,6 +263,48 @@ describe('Redis stores', { skip: REDIS_SERVER_MISSING && REDIS_SKIP_REASON }, ()
         assert.deepEqual((await profile.get()).profile, EMPTY_PROFILE);
         assert.equal(logs.lines.at(-1)?.msg, 'Redis is available again');
       });
+    });
+
+    it('drops a connection whose command timed out, and opens another: its reply may still be coming', async () => {
+      const proxy = await FloodingRedisProxy.start(server.port);
+      try {
+        await withOwnConnection(async (own) => {
+          await untilAvailable(own);
+          assert.equal(proxy.connections, 1);
+          server.pause();
+          try {
+            await assertFailsFast(() => new RedisProfileStore(own).get());
+            for (let tries = 0; tries < 50 && proxy.connections < 2; tries += 1) await sleep(20);
+            assert.ok(proxy.connections >= 2, `${proxy.connections} connections`);
+          } finally {
+            server.resume();
+          }
+          await untilAvailable(own);
+        }, proxy.url);
+      } finally {
+        proxy.close();
+      }
+    });
+
+    it('drops a connection on which more than 1 MiB came without a reply, says why, and serves again', async () => {
+      const proxy = await FloodingRedisProxy.start(server.port);
+      try {
+        await withOwnConnection(async (own, logs) => {
+          await untilAvailable(own);
+          const profile = new RedisProfileStore(own);
+          proxy.flooding = true;
+          const reason = 'Redis sent a reply of more than 1048576 bytes; the connection was dropped.';
+          assert.equal(await assertFailsFast(() => profile.get()), reason);
+          assert.deepEqual(logs.warnings(), [OUTAGE_WARNING]);
+          assert.equal(logs.lines.find((line) => line.level === 40)?.reason, reason);
+          proxy.flooding = false;
+          await untilAvailable(own);
+          assert.deepEqual((await profile.get()).profile, EMPTY_PROFILE);
+          assert.ok(proxy.connections >= 2);
+        }, proxy.url);
+      } finally {
+        proxy.close();
+      }
     });
 
     it('starts without Redis, says why it is unavailable, and connects once Redis is there', async () => {
