@@ -8,6 +8,11 @@ import { sendQueues, sendQueuesReadable, tableAddress } from '../lib/tcp-send-qu
  * yet sent, in the process (its socket's buffer, and its TLS socket's) and in the kernel's send
  * queue. One the budget sheds is reset (RST), which frees its kernel queue at once, unless what
  * speaks on it (a WebSocket) has its own way to end.
+ *
+ * Reading the kernel's tables takes milliseconds however few the connections (the kernel walks
+ * its whole table of them), so they are read, off the event loop, only when what the connections
+ * may hold could come to half the budget: each holds at most what its queue held when last read
+ * and what was written to it since, which is what it counts until the next reading has come.
  */
 
 /** One connection, and what it holds. */
@@ -27,10 +32,19 @@ class Connection implements Holding {
     this.top = socket;
   }
 
+  /** Bytes written to it that the process still holds: its socket's, and over TLS the TLS socket's. */
+  get unsent(): number {
+    return this.socket.writableLength + (this.top === this.socket ? 0 : this.top.writableLength);
+  }
+
   get remote(): string {
     this.#remote ??= tableAddress(this.socket.remoteAddress ?? '', this.socket.remotePort ?? 0);
     return this.#remote;
   }
+
+  /** Its kernel send queue when the tables were last read, and the bytes written to it by then. */
+  queued = 0;
+  writtenWhenRead = 0;
 
   /** Whether it was shed and is still ending: what it holds is let go of once its end is done. */
   leaving = false;
@@ -47,10 +61,14 @@ export const connectionKey = (socket: Socket): string => `${socket.remoteAddress
 
 export class HeldConnections {
   readonly #open = new Map<string, Connection>();
+  readonly #budget: MemoryBudget;
   /** The port listened on, whose connections the kernel's tables are read for. */
   #port = 0;
+  /** Whether the kernel's tables are being read. */
+  #reading = false;
 
   constructor(server: Server, budget: MemoryBudget) {
+    this.#budget = budget;
     server.on('listening', () => {
       const address = server.address();
       this.#port = typeof address === 'object' && address !== null ? address.port : 0;
@@ -79,13 +97,27 @@ export class HeldConnections {
   }
 
   #holdings(): Iterable<Connection> {
-    if (this.#open.size === 0) return [];
-    const kernel = sendQueuesReadable && this.#port !== 0 ? sendQueues(this.#port) : null;
+    let most = 0;
     for (const connection of this.#open.values()) {
-      const { socket, top } = connection;
       connection.bytes =
-        socket.writableLength + (top === socket ? 0 : top.writableLength) + (kernel?.get(connection.remote) ?? 0);
+        connection.unsent + connection.queued + (connection.top.bytesWritten - connection.writtenWhenRead);
+      most += connection.bytes;
     }
+    if (most > this.#budget.limit / 2 && sendQueuesReadable && this.#port !== 0 && !this.#reading) this.#readQueues();
     return this.#open.values();
+  }
+
+  /** Reads each connection's kernel send queue; what was written to it until the reading began may be in it. */
+  #readQueues(): void {
+    this.#reading = true;
+    const written = new Map<Connection, number>();
+    for (const connection of this.#open.values()) written.set(connection, connection.top.bytesWritten);
+    sendQueues(this.#port).then((queues) => {
+      this.#reading = false;
+      for (const [connection, bytes] of written) {
+        connection.queued = queues.get(connection.remote) ?? 0;
+        connection.writtenWhenRead = bytes;
+      }
+    });
   }
 }

@@ -28,7 +28,7 @@ describe('the kernel send queues', () => {
     client.pause();
     await once(client, 'connect');
     await sleep(200);
-    const queues = sendQueues(port);
+    const queues = await sendQueues(port);
     const key = tableAddress(client.localAddress as string, client.localPort as number);
     const queued = queues.get(key) ?? 0;
     assert.ok(queued > 64 * 1024, `${queued} bytes in the send queue of ${key}: ${JSON.stringify([...queues])}`);

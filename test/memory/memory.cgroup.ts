@@ -45,7 +45,7 @@ function watch(server: RunningServer): { stop: () => Promise<Watched> } {
     while (running) {
       const rss = await rssMiB(server.child.pid as number).catch(() => 0);
       let queued = 0;
-      for (const bytes of sendQueues(server.port).values()) queued += bytes;
+      for (const bytes of (await sendQueues(server.port)).values()) queued += bytes;
       watched.peakRssMiB = Math.max(watched.peakRssMiB, rss);
       watched.peakChargedMiB = Math.max(watched.peakChargedMiB, rss + queued / MiB);
       await sleep(100);
