@@ -4,9 +4,9 @@ import type { Holding, MemoryBudget } from '../lib/memory-budget.js';
 import { sendQueues, sendQueuesReadable, tableAddress } from '../lib/tcp-send-queues.js';
 
 /**
- * Every connection of the server as a holder of the memory budget: the bytes written to it and not
- * yet sent, in the process (its socket's buffer, and its TLS socket's) and in the kernel's send
- * queue. One the budget sheds is reset (RST), which frees its kernel queue at once, unless what
+ * Every connection of the server as a holder of the memory budget: the bytes of requests read from
+ * it and not yet answered (a body as it comes), and those written to it and not yet sent, in the
+ * process (its socket's buffer, and its TLS socket's) and in the kernel's send queue. One the budget sheds is reset (RST), which frees its kernel queue at once, unless what
  * speaks on it (a WebSocket) has its own way to end.
  *
  * Reading the kernel's tables takes milliseconds however few the connections (the kernel walks
@@ -45,6 +45,19 @@ class Connection implements Holding {
   /** Its kernel send queue when the tables were last read, and the bytes written to it by then. */
   queued = 0;
   writtenWhenRead = 0;
+  /** The bytes read from it when it was last seen with no request under way. */
+  readWhenIdle = 0;
+
+  /**
+   * The bytes of requests read from it and still held: all read since it last had no request under
+   * way (a body being read, pipelined requests waiting their turn). Node's server keeps the
+   * answer under way on its socket (`_httpMessage`) until it is written.
+   */
+  get received(): number {
+    const read = this.top.bytesRead;
+    if ((this.top as { _httpMessage?: unknown })._httpMessage == null) this.readWhenIdle = read;
+    return read - this.readWhenIdle;
+  }
 
   /** Whether it was shed and is still ending: what it holds is let go of once its end is done. */
   leaving = false;
@@ -99,8 +112,8 @@ export class HeldConnections {
   #holdings(): Iterable<Connection> {
     let most = 0;
     for (const connection of this.#open.values()) {
-      connection.bytes =
-        connection.unsent + connection.queued + (connection.top.bytesWritten - connection.writtenWhenRead);
+      const sentSinceRead = connection.top.bytesWritten - connection.writtenWhenRead;
+      connection.bytes = connection.received + connection.unsent + connection.queued + sentSinceRead;
       most += connection.bytes;
     }
     if (most > this.#budget.limit / 2 && sendQueuesReadable && this.#port !== 0 && !this.#reading) this.#readQueues();

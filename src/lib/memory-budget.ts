@@ -19,7 +19,7 @@ export type Holder = () => Iterable<Holding>;
 export type ShedListener = (holding: Holding, heldBytes: number, limit: number) => void;
 
 /** How often the holdings are measured while there are holders, in ms. */
-const MEASURE_INTERVAL_MS = 100;
+const MEASURE_INTERVAL_MS = 50;
 
 /** Past this share of the limit, nothing new that may hold much is taken on. */
 const HIGH_WATER = 0.8;
@@ -27,7 +27,7 @@ const HIGH_WATER = 0.8;
 /**
  * One budget for the whole process: the bytes it holds for clients and peers that do not keep up
  * (answers not yet sent, in the process and in the kernel's send queues, WebSocket echoes not yet
- * read, ...), measured every 100 ms. Over the limit, the holdings that hold the most are shed
+ * read, ...), measured every 50 ms. Over the limit, the holdings that hold the most are shed
  * until what is left is under the high-water mark (80% of the limit); from that mark on the budget
  * is `full`, and what may come to hold much (a new stream, an upgrade, a WebSocket's next message)
  * is refused or waits. Between two measurements, `charge` adds what a fast producer has just

@@ -94,4 +94,19 @@ describe('the memory budget (MEMORY_BUDGET_BYTES=1048576)', () => {
     const hello = await get(`${origin}/api/hello`);
     assert.equal(hello.status, 200);
   });
+
+  it('resets an HTTP/1.1 connection whose body, larger than the budget, never ends', async () => {
+    const { app, origin, port } = await listening({ memoryBudgetBytes: MiB, bodyLimit: 4 * MiB });
+    closers.push(() => app.close());
+    const socket = connect(port, '127.0.0.1');
+    socket.on('error', () => {});
+    socket.write(
+      `POST /api/echo HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${3 * MiB}\r\n\r\n`,
+    );
+    socket.write(Buffer.alloc(3 * MiB - 1, ' '));
+    const closed = new Promise((resolve) => socket.once('close', resolve));
+    await Promise.race([closed, sleep(3000)]);
+    assert.equal(socket.destroyed, true, 'the connection holding the body was reset');
+    assert.equal(await metric(origin, '{action="connection_reset"}'), 1);
+  });
 });
