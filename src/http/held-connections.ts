@@ -6,13 +6,14 @@ import { sendQueues, sendQueuesReadable, tableAddress } from '../lib/tcp-send-qu
 /**
  * Every connection of the server as a holder of the memory budget: the bytes of requests read from
  * it and not yet answered (a body as it comes), and those written to it and not yet sent, in the
- * process (its socket's buffer, and its TLS socket's) and in the kernel's send queue. One the budget sheds is reset (RST), which frees its kernel queue at once, unless what
- * speaks on it (a WebSocket) has its own way to end.
+ * process (its socket's buffer, and its TLS socket's) and in the kernel's send queue. One the
+ * budget sheds is reset (RST), which frees its kernel queue at once, unless what speaks on it (a
+ * WebSocket) has its own way to end.
  *
  * Reading the kernel's tables takes milliseconds however few the connections (the kernel walks
  * its whole table of them), so they are read, off the event loop, only when what the connections
  * may hold could come to half the budget: each holds at most what its queue held when last read
- * and what was written to it since, which is what it counts until the next reading has come.
+ * and what was written to it since.
  */
 
 /** One connection, and what it holds. */
@@ -22,10 +23,17 @@ class Connection implements Holding {
   readonly socket: Socket;
   /** The socket answers are written to: the TLS socket over TLS. */
   top: Socket;
+  /** How the connection is shed once it speaks another protocol (a WebSocket), rather than reset. */
+  ending: (() => void) | null = null;
+  /** Whether it was shed and is still ending: what it holds is let go of once its end is done. */
+  leaving = false;
+  /** Its kernel send queue when the tables were last read, and the bytes written to it by then. */
+  queued = 0;
+  writtenWhenRead = 0;
+  /** The bytes read from it when it was last seen with no request under way. */
+  readWhenIdle = 0;
   /** The connection's remote end as the kernel's tables write it, once asked for. */
   #remote: string | undefined;
-  /** How the connection is shed, if not reset. */
-  ending: (() => void) | null = null;
 
   constructor(socket: Socket) {
     this.socket = socket;
@@ -37,30 +45,24 @@ class Connection implements Holding {
     return this.socket.writableLength + (this.top === this.socket ? 0 : this.top.writableLength);
   }
 
+  /**
+   * The bytes of requests read from it and still held: all read since it last had no request under
+   * way (a body being read, pipelined requests waiting their turn). Node's server keeps the answer
+   * under way on its socket (`_httpMessage`) until it is written. None once it has switched
+   * protocols: what comes then is not held for long (a WebSocket's message is echoed as it comes).
+   */
+  get received(): number {
+    const read = this.top.bytesRead;
+    if (this.ending !== null || (this.top as { _httpMessage?: unknown })._httpMessage == null) {
+      this.readWhenIdle = read;
+    }
+    return read - this.readWhenIdle;
+  }
+
   get remote(): string {
     this.#remote ??= tableAddress(this.socket.remoteAddress ?? '', this.socket.remotePort ?? 0);
     return this.#remote;
   }
-
-  /** Its kernel send queue when the tables were last read, and the bytes written to it by then. */
-  queued = 0;
-  writtenWhenRead = 0;
-  /** The bytes read from it when it was last seen with no request under way. */
-  readWhenIdle = 0;
-
-  /**
-   * The bytes of requests read from it and still held: all read since it last had no request under
-   * way (a body being read, pipelined requests waiting their turn). Node's server keeps the
-   * answer under way on its socket (`_httpMessage`) until it is written.
-   */
-  get received(): number {
-    const read = this.top.bytesRead;
-    if ((this.top as { _httpMessage?: unknown })._httpMessage == null) this.readWhenIdle = read;
-    return read - this.readWhenIdle;
-  }
-
-  /** Whether it was shed and is still ending: what it holds is let go of once its end is done. */
-  leaving = false;
 
   shed(): void {
     this.leaving = true;
@@ -101,20 +103,27 @@ export class HeldConnections {
     budget.add(() => this.#holdings());
   }
 
-  /** Has the connection of `socket` shed by `end` (naming the budget's `action`) rather than reset. */
-  shedWith(socket: Socket, action: string, end: () => void): void {
+  /**
+   * The connection of `socket` now speaks another protocol (a WebSocket): no request is read on it,
+   * and it is shed by `end` (naming the budget's `action`) rather than reset.
+   */
+  switched(socket: Socket, action: string, end: () => void): void {
     const connection = this.#open.get(connectionKey(socket));
     if (connection === undefined) return;
     connection.action = action;
     connection.ending = end;
   }
 
+  /**
+   * What each connection holds as last known: its kernel queue as last read. The tables are read
+   * again once what they may hold, the bytes written since the last reading included, could come
+   * to half the budget; until that reading comes, nothing is shed on a guess.
+   */
   #holdings(): Iterable<Connection> {
     let most = 0;
     for (const connection of this.#open.values()) {
-      const sentSinceRead = connection.top.bytesWritten - connection.writtenWhenRead;
-      connection.bytes = connection.received + connection.unsent + connection.queued + sentSinceRead;
-      most += connection.bytes;
+      connection.bytes = connection.received + connection.unsent + connection.queued;
+      most += connection.bytes + connection.top.bytesWritten - connection.writtenWhenRead;
     }
     if (most > this.#budget.limit / 2 && sendQueuesReadable && this.#port !== 0 && !this.#reading) this.#readQueues();
     return this.#open.values();

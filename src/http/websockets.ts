@@ -168,7 +168,7 @@ export class WebSocketEcho {
       held: false,
     };
     this.#open.add(connection);
-    this.#connections.shedWith(socket, 'websocket_closed', () => {
+    this.#connections.switched(socket, 'websocket_closed', () => {
       ws.close(SHED_CODE, SHED_REASON);
       setTimeout(() => ws.terminate(), SHED_GRACE_MS).unref();
     });

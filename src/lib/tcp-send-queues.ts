@@ -1,4 +1,4 @@
-import { readFileSync } from 'node:fs';
+import { accessSync, constants } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { endianness } from 'node:os';
 import ipaddr from 'ipaddr.js';
@@ -17,7 +17,7 @@ const littleEndian = endianness() === 'LE';
 /** Whether the kernel's tables can be read here (Linux). */
 export const sendQueuesReadable = (() => {
   try {
-    readFileSync(TABLES[0] as string, 'latin1');
+    accessSync(TABLES[0] as string, constants.R_OK);
     return true;
   } catch {
     return false;

@@ -109,4 +109,28 @@ describe('the memory budget (MEMORY_BUDGET_BYTES=1048576)', () => {
     assert.equal(socket.destroyed, true, 'the connection holding the body was reset');
     assert.equal(await metric(origin, '{action="connection_reset"}'), 1);
   });
+
+  it('never sheds a WebSocket that reads its echoes, however much it has sent in all', async () => {
+    const { app, origin, port } = await listening({ memoryBudgetBytes: MiB });
+    closers.push(() => app.close());
+    const ws = new WebSocket(`ws://127.0.0.1:${port}/api/echo/websocket`);
+    await new Promise((resolve) => ws.once('open', resolve));
+    let echoed = 0;
+    ws.on('message', (data: Buffer) => {
+      echoed += data.length;
+    });
+    const until = async (bytes: number) => {
+      for (let waited = 0; echoed < bytes && waited < 5000; waited += 5) await sleep(5);
+      assert.equal(echoed, bytes, `echoes of ${bytes} bytes; closed ${ws.readyState !== WebSocket.OPEN}`);
+    };
+    for (let i = 1; i <= 40; i += 1) {
+      ws.send(Buffer.alloc(128 * 1024));
+      // In step with its echoes, as a client that reads does.
+      await until(i * 128 * 1024);
+    }
+    await sleep(200);
+    assert.equal(ws.readyState, WebSocket.OPEN);
+    assert.equal(await metric(origin, '{action="websocket_closed"}'), 0);
+    ws.close();
+  });
 });
