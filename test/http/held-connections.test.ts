@@ -4,6 +4,7 @@ import { after, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { request } from 'undici';
 import { WebSocket } from 'ws';
+import { ErrorCode, FrameType, headersFrame, RawH2, requestFields, Setting } from '../h2-frames.js';
 import { assertEnvelope, listening, samples, type TestResponse } from '../helpers.js';
 
 /*
@@ -132,5 +133,25 @@ describe('the memory budget (MEMORY_BUDGET_BYTES=1048576)', () => {
     assert.equal(ws.readyState, WebSocket.OPEN);
     assert.equal(await metric(origin, '{action="websocket_closed"}'), 0);
     ws.close();
+  });
+
+  it('resets the HTTP/2 streams whose answers wait for a window that never opens (RST_STREAM CANCEL)', async () => {
+    const { app, origin, port } = await listening({ memoryBudgetBytes: MiB, http2: true });
+    closers.push(() => app.close());
+    const raw = await RawH2.open(port, { settings: [[Setting.INITIAL_WINDOW_SIZE, 0]] });
+    try {
+      // Each answer is some 70 KiB, none of which may go out: 30 of them are twice the budget.
+      const requests = Array.from({ length: 30 }, (_, i) => headersFrame(2 * i + 1, requestFields('/openapi.json')));
+      await raw.write(Buffer.concat(requests));
+      for (let tries = 0; tries < 100 && (await metric(origin, '{action="stream_reset"}')) === 0; tries += 1) {
+        await sleep(20);
+      }
+      assert.ok((await metric(origin, '{action="stream_reset"}')) >= 1);
+      const resets = raw.frames.filter((f) => f.type === FrameType.RST_STREAM);
+      assert.ok(resets.length >= 1);
+      for (const reset of resets) assert.equal(reset.payload.readUInt32BE(0), ErrorCode.CANCEL);
+    } finally {
+      raw.destroy();
+    }
   });
 });
