@@ -9,7 +9,7 @@ import { performance } from 'node:perf_hooks';
 import { after, before, describe, it } from 'node:test';
 import { assertEnvelope, parseRawResponse, rawExchange } from './helpers.js';
 import { assertNormalLatency, type Latency, measureLatency } from './latency.js';
-import { slowClient } from './raw-http.js';
+import { headerFlood, slowClient } from './raw-http.js';
 import { REDIS_SERVER_MISSING, REDIS_SKIP_REASON, RedisServer } from './redis-server.js';
 import {
   assertStopsCleanly,
@@ -58,40 +58,6 @@ function assertOnTime(elapsedMs: number[], limitMs: number): void {
   for (const ms of elapsedMs) {
     assert.ok(ms >= limitMs - 50 && ms < limitMs + LATE_MS, `cut off after ${ms} ms; the limit is ${limitMs} ms`);
   }
-}
-
-/**
- * Sends header lines as fast as the connection takes them, never ending the header block, until
- * the server closes the connection (or twice the limit is out, then waits). Resolves with
- * what the server sent and when it closed.
- */
-function headerFlood(port: number): Promise<{ response: string; elapsedMs: number }> {
-  return new Promise((resolve, reject) => {
-    const started = performance.now();
-    let response = '';
-    let sentBytes = 0;
-    const line = `X-Flood: ${'f'.repeat(1000)}\r\n`;
-    const socket = connect(port, '127.0.0.1', () => {
-      const flood = () => {
-        while (socket.writable && sentBytes < 2 * MAX_HEADER_BYTES) {
-          sentBytes += line.length;
-          if (!socket.write(sentBytes === line.length ? `GET /api/hello HTTP/1.1\r\n${line}` : line)) {
-            socket.once('drain', flood);
-            return;
-          }
-        }
-      };
-      flood();
-    });
-    socket.setEncoding('utf8');
-    socket.on('data', (chunk) => {
-      response += chunk;
-    });
-    socket.on('close', () => resolve({ response, elapsedMs: performance.now() - started }));
-    socket.on('error', (error: NodeJS.ErrnoException) => {
-      if (error.code !== 'EPIPE' && error.code !== 'ECONNRESET') reject(error);
-    });
-  });
 }
 
 describe('hostile clients, against the server process', () => {
@@ -187,7 +153,7 @@ describe('hostile clients, against the server process', () => {
     const attacks = Array.from({ length: FLOODERS }, async () => {
       const results = [];
       for (const until = performance.now() + 2_000; performance.now() < until; ) {
-        results.push(await headerFlood(server.port));
+        results.push(await headerFlood(server.port, MAX_HEADER_BYTES));
       }
       return results;
     });

@@ -152,6 +152,40 @@ export function slowClient(
   });
 }
 
+/**
+ * Sends header lines as fast as the connection takes them, never ending the header block, until
+ * the server closes the connection (or twice the limit is out, then waits). Resolves with
+ * what the server sent and when it closed.
+ */
+export function headerFlood(port: number, limitBytes: number): Promise<{ response: string; elapsedMs: number }> {
+  return new Promise((resolve, reject) => {
+    const started = performance.now();
+    let response = '';
+    let sentBytes = 0;
+    const line = `X-Flood: ${'f'.repeat(1000)}\r\n`;
+    const socket = connect(port, '127.0.0.1', () => {
+      const flood = () => {
+        while (socket.writable && sentBytes < 2 * limitBytes) {
+          sentBytes += line.length;
+          if (!socket.write(sentBytes === line.length ? `GET /api/hello HTTP/1.1\r\n${line}` : line)) {
+            socket.once('drain', flood);
+            return;
+          }
+        }
+      };
+      flood();
+    });
+    socket.setEncoding('utf8');
+    socket.on('data', (chunk) => {
+      response += chunk;
+    });
+    socket.on('close', () => resolve({ response, elapsedMs: performance.now() - started }));
+    socket.on('error', (error: NodeJS.ErrnoException) => {
+      if (error.code !== 'EPIPE' && error.code !== 'ECONNRESET') reject(error);
+    });
+  });
+}
+
 export const SLOW_BODY = '{"slow":true}';
 const SENT_FIRST = 4;
 

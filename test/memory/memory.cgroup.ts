@@ -6,6 +6,7 @@ import { gzipSync } from 'node:zlib';
 import { request } from 'undici';
 import { WebSocket } from 'ws';
 import { sendQueues } from '../../src/lib/tcp-send-queues.js';
+import { headerFlood, slowClient } from '../raw-http.js';
 import { FloodingRedisProxy, REDIS_SERVER_MISSING, REDIS_SKIP_REASON, RedisServer } from '../redis-server.js';
 import { killAllServers, type RunningServer, rssMiB, startServer } from '../server-process.js';
 import { cgroupMissing, type MemoryCgroup, memoryCgroup } from './cgroup.js';
@@ -14,7 +15,7 @@ import { cgroupMissing, type MemoryCgroup, memoryCgroup } from './cgroup.js';
  * The built service as the Kubernetes recipe runs it, a 256 MiB memory limit and a 128 MiB heap,
  * under the attacks that add up what each connection may hold: unread event streams, WebSocket
  * clients that send and never read, small coded bodies buying large unread echoes, bodies that
- * never end, and a Redis
+ * never end, the hostile suite's floods by the thousand, and a Redis
  * that sends a reply without end. In each the kernel kills nothing, /healthz answers throughout,
  * what the process holds (and, for the echoes, the kernel's send queues of its connections) stays
  * under the bounds below, and memory comes back once the clients have gone.
@@ -258,6 +259,31 @@ describe('memory under attack in a 256 MiB cgroup with a 128 MiB heap', {
       assertHeld(first, 'bodies that never end', RSS_BOUND_MIB);
       const second = await attackFor(8, running, attack);
       assertHeld(second, 'bodies that never end, again', first.afterMiB + 16);
+    });
+  });
+
+  it("the hostile suite's floods by the thousand: idle connections, slow heads, header floods", async () => {
+    await underLimit({}, async (running) => {
+      const floods: Promise<unknown>[] = [];
+      const result = await attackFor(10, running, async (clients) => {
+        for (let i = 0; i < 1000; i += 1) clients.add(connect(running.port, '127.0.0.1'));
+        for (let i = 0; i < 500; i += 1) {
+          floods.push(
+            slowClient(running.port, 'GET /api/hello HTTP/1.1\r\nHost: x\r\n', 'X-Slow: 1\r\n'.repeat(20), 1000),
+          );
+        }
+        for (let i = 0; i < 20; i += 1) {
+          floods.push(
+            (async () => {
+              for (const until = performance.now() + 8_000; performance.now() < until; ) {
+                await headerFlood(running.port, 16 * 1024);
+              }
+            })(),
+          );
+        }
+      });
+      assertHeld(result, 'floods by the thousand');
+      await Promise.all(floods);
     });
   });
 
