@@ -23,8 +23,8 @@ class Connection implements Holding {
   readonly socket: Socket;
   /** The socket answers are written to: the TLS socket over TLS. */
   top: Socket;
-  /** How the connection is shed once it speaks another protocol (a WebSocket), rather than reset. */
-  ending: (() => void) | null = null;
+  /** How the connection is shed once it speaks another protocol (a WebSocket): it resets it once it has said why. */
+  ending: ((reset: () => void) => void) | null = null;
   /** Whether it was shed and is still ending: what it holds is let go of once its end is done. */
   leaving = false;
   /** Its kernel send queue when the tables were last read, and the bytes written to it by then. */
@@ -66,9 +66,17 @@ class Connection implements Holding {
 
   shed(): void {
     this.leaving = true;
-    if (this.ending !== null) this.ending();
-    else if (!this.socket.destroyed) this.socket.resetAndDestroy();
+    if (this.ending !== null) this.ending(this.#reset);
+    else this.#reset();
   }
+
+  /**
+   * Ends the connection with RST, which frees its kernel send queue at once: closed in the ordinary
+   * way, the kernel would go on holding what its client does not read, and trying to send it.
+   */
+  readonly #reset = (): void => {
+    if (!this.socket.destroyed) this.socket.resetAndDestroy();
+  };
 }
 
 /** A connection's remote end, as both its TCP socket and the TLS socket made of it give it. */
@@ -105,9 +113,9 @@ export class HeldConnections {
 
   /**
    * The connection of `socket` now speaks another protocol (a WebSocket): no request is read on it,
-   * and it is shed by `end` (naming the budget's `action`) rather than reset.
+   * and it is shed by `end` (naming the budget's `action`), which resets it once it has said why.
    */
-  switched(socket: Socket, action: string, end: () => void): void {
+  switched(socket: Socket, action: string, end: (reset: () => void) => void): void {
     const connection = this.#open.get(connectionKey(socket));
     if (connection === undefined) return;
     connection.action = action;

@@ -53,9 +53,6 @@ const EMPTY = Buffer.alloc(0);
 const SHED_CODE = 1013;
 const SHED_REASON = 'The service holds too much unread data; reconnect later.';
 
-/** How long a shed connection has to take its close before it is ended. */
-const SHED_GRACE_MS = 1000;
-
 /** Deflate as ws does it, but with no context kept between messages: memory per connection stays small. */
 const DEFLATE = { serverNoContextTakeover: true, clientNoContextTakeover: true, threshold: 1024 } as const;
 
@@ -168,11 +165,14 @@ export class WebSocketEcho {
       held: false,
     };
     this.#open.add(connection);
-    this.#connections.switched(socket, 'websocket_closed', () => {
+    // The close is written, then the connection reset at once: it waits behind what its client has
+    // not read, which only a reset lets the kernel free, and which a client that reads has not left.
+    this.#connections.switched(socket, 'websocket_closed', (reset) => {
       ws.close(SHED_CODE, SHED_REASON);
-      setTimeout(() => ws.terminate(), SHED_GRACE_MS).unref();
+      reset();
     });
     const release = () => {
+      if (!connection.held) return;
       connection.held = false;
       ws.resume();
     };
@@ -185,13 +185,18 @@ export class WebSocketEcho {
       connection.bytesSent += data.length;
       this.#sent += 1;
       this.#budget.charge(data.length);
+      if (connection.held) return;
       // A client that sends and does not read is not read either until it has taken its echoes;
-      // nor, while the memory budget is full, one whose connection waits to be drained.
-      const over = ws.bufferedAmount > this.#settings.maxBufferedBytes;
-      if (!connection.held && (over || (socket.writableNeedDrain && this.#budget.full))) {
+      // nor is any while the memory budget is full: the kernel takes megabytes of echoes for a
+      // client that does not read before the process holds any.
+      if (ws.bufferedAmount > this.#settings.maxBufferedBytes) {
         connection.held = true;
         ws.pause();
         socket.once('drain', release);
+      } else if (this.#budget.full) {
+        connection.held = true;
+        ws.pause();
+        this.#budget.whenRoom(release);
       }
     });
     ws.on('pong', () => {

@@ -8,7 +8,7 @@ export interface Holding {
   readonly action: string;
   /** Lets go of it: ends what holds the bytes. */
   shed(): void;
-  /** Shed already, and still ending (a WebSocket taking its close): counted, not shed again. */
+  /** Shed already, and still ending: counted as held, but neither shed again nor a reason to shed others. */
   readonly leaving?: boolean;
 }
 
@@ -18,8 +18,9 @@ export type Holder = () => Iterable<Holding>;
 /** What the budget tells of each holding it sheds. */
 export type ShedListener = (holding: Holding, heldBytes: number, limit: number) => void;
 
-/** How often the holdings are measured while there are holders, in ms. */
+/** How often the holdings are measured while there are holders, in ms; and while the budget is full. */
 const MEASURE_INTERVAL_MS = 50;
+const FULL_INTERVAL_MS = 10;
 
 /** Past this share of the limit, nothing new that may hold much is taken on. */
 const HIGH_WATER = 0.8;
@@ -43,6 +44,10 @@ export class MemoryBudget {
   /** Holdings shed since start, by action; and requests refused while full. */
   readonly #shed = new Map<string, number>();
   #timer: NodeJS.Timeout | undefined;
+  /** The next measurement while full, sooner than the interval's. */
+  #soon: NodeJS.Timeout | undefined;
+  /** What waits for the budget to be no longer full. */
+  #waiting = new Set<() => void>();
 
   constructor(limit: number, onShed: ShedListener) {
     this.limit = limit;
@@ -75,6 +80,11 @@ export class MemoryBudget {
     this.#shed.set(action, (this.#shed.get(action) ?? 0) + 1);
   }
 
+  /** Calls `resume` once a measurement finds the budget no longer full. */
+  whenRoom(resume: () => void): void {
+    this.#waiting.add(resume);
+  }
+
   /** Measures `holder`'s holdings from now on, until `close`. */
   add(holder: Holder): void {
     this.#holders.add(holder);
@@ -84,8 +94,10 @@ export class MemoryBudget {
   /** Stops measuring. */
   close(): void {
     clearInterval(this.#timer);
+    clearTimeout(this.#soon);
     this.#timer = undefined;
     this.#holders.clear();
+    this.#waiting.clear();
   }
 
   /** Measures every holding; over the limit, sheds those that hold the most until under the high-water mark. */
@@ -99,20 +111,39 @@ export class MemoryBudget {
         holdings.push(holding);
       }
     }
-    this.#measured = held;
     this.#charged = 0;
-    if (held <= this.limit) return;
+    this.#measured = held > this.limit ? this.#shedDownFrom(held, holdings) : held;
+    if (!this.full) {
+      const waiting = this.#waiting;
+      this.#waiting = new Set();
+      for (const resume of waiting) resume();
+    } else if (this.#soon === undefined && this.#timer !== undefined) {
+      // Full, what comes between two measurements (a gigabyte a second on loopback) is what overshoots.
+      this.#soon = setTimeout(this.#measureSoon, FULL_INTERVAL_MS).unref();
+    }
+  };
+
+  /** Sheds the holdings that hold the most until under the high-water mark; what is left. */
+  #shedDownFrom(held: number, holdings: Holding[]): number {
     holdings.sort((a, b) => b.bytes - a.bytes);
     const target = this.limit * HIGH_WATER;
+    // What is being let go of already is as good as gone: shed again, or shed for, it would be twice.
+    let left = held;
+    for (const holding of holdings) if (holding.leaving === true) left -= holding.bytes;
     for (const holding of holdings) {
-      if (held <= target) break;
+      if (left <= target) break;
       if (holding.leaving === true) continue;
       this.#onShed(holding, held, this.limit);
       this.#count(holding.action);
       holding.shed();
-      held -= holding.bytes;
+      left -= holding.bytes;
     }
-    this.#measured = held;
+    return left;
+  }
+
+  readonly #measureSoon = (): void => {
+    this.#soon = undefined;
+    this.measure();
   };
 
   /** `memory_budget_bytes`, `memory_held_bytes` and `memory_shed_total`, read when `/metrics` is. */

@@ -25,7 +25,8 @@ export function asyncapiDocument(host: string, secure: boolean, contextPath: str
         '429 over the rate limit, 503 past `WS_MAX_CONNECTIONS`, while shutting down, or while the memory ' +
         'budget (`MEMORY_BUDGET_BYTES`) is at 80% or more. The connection ends ' +
         'with 1009 after a message larger than `WS_MAX_MESSAGE_BYTES`, with 1001 when the service shuts ' +
-        'down, with 1013 when the memory budget is passed and it holds the most unread echoes, ' +
+        'down, with 1013 (then a reset, so seen only by a client that read what came before) when the ' +
+        'memory budget is passed and it holds the most unread echoes, ' +
         'and without a close (1006) when the client did not answer a ping by the next one ' +
         '(`WS_PING_INTERVAL_MS`). A client that does not read its echoes is not read either, past ' +
         '`WS_MAX_BUFFERED_BYTES` unsent.',

@@ -41,6 +41,34 @@ describe('MemoryBudget', () => {
     budget.close();
   });
 
+  it('counts what is being let go of already, but sheds neither it again nor anything else for it', () => {
+    const shed: string[] = [];
+    const budget = new MemoryBudget(10 * MiB, () => {});
+    const leaving = { ...holding(6 * MiB, shed, 'websocket_closed'), leaving: true };
+    budget.add(() => [leaving, holding(3 * MiB, shed), holding(2 * MiB, shed)]);
+    budget.measure();
+    assert.deepEqual(shed, []);
+    budget.close();
+  });
+
+  it('resumes what waits for room once a measurement finds it no longer full', () => {
+    const budget = new MemoryBudget(10 * MiB, () => {});
+    let held = 9 * MiB;
+    budget.add(() => [holding(held, [])]);
+    budget.measure();
+    let resumed = 0;
+    budget.whenRoom(() => {
+      resumed += 1;
+    });
+    budget.measure();
+    assert.equal(resumed, 0);
+    held = 7 * MiB;
+    budget.measure();
+    budget.measure();
+    assert.equal(resumed, 1);
+    budget.close();
+  });
+
   it('counts what is charged between two measurements, until the next', () => {
     const budget = new MemoryBudget(10 * MiB, () => {});
     budget.add(() => [holding(2 * MiB, [])]);
