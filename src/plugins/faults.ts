@@ -212,8 +212,10 @@ export const faultsPlugin = fp(
     const delay = (request: FastifyRequest, reply: FastifyReply, ms: number, then: () => void): void => {
       const endsAt = performance.now() + ms;
       let timer: NodeJS.Timeout;
+      let target = endsAt;
       const schedule = (at: number) => {
         clearTimeout(timer);
+        target = at;
         timer = setTimeout(fire, Math.max(0, at - performance.now()));
       };
       const hold: Hold = { hurry: (by) => schedule(Math.min(endsAt, by)) };
@@ -224,6 +226,8 @@ export const faultsPlugin = fp(
         noAnswer(request, reply);
       };
       const fire = () => {
+        // A timer counts from the loop's last tick, so it can fire a little early: hold the rest.
+        if (performance.now() < target) return schedule(target);
         holds.delete(hold);
         unwatch();
         idleAllowed();
