@@ -236,6 +236,17 @@ export async function rssMiB(pid: number, which: 'VmRSS' | 'VmHWM' = 'VmRSS'): P
   return kib / 1024;
 }
 
+/**
+ * The CPU time the process has used, its threads' included (user and system), in seconds, from
+ * /proc (Linux), which counts it in ticks of 1/100 s (USER_HZ on every architecture Node runs on).
+ */
+export async function cpuSeconds(pid: number): Promise<number> {
+  const stat = await readFile(`/proc/${pid}/stat`, 'utf8');
+  // The fields after the command's name, which is in parentheses and may hold spaces: utime and stime are the 12th and 13th.
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return (Number(fields[11]) + Number(fields[12])) / 100;
+}
+
 /** The lines of a log file written by a server started with `logFile`, parsed. */
 export async function readLog(file: string): Promise<LogLine[]> {
   const text = await readFile(file, 'utf8');

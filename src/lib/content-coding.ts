@@ -15,11 +15,14 @@ export const CODING_NAMES: readonly Coding[] = ['zstd', 'br', 'gzip', 'deflate']
 /** Node's zstd (22.15 and later), which the types of older runtimes do not declare. */
 interface Zstd {
   zstdCompress(buffer: Buffer, options: object, callback: (error: Error | null, result: Buffer) => void): void;
-  createZstdDecompress(): Transform;
+  createZstdDecompress(options: object): Decoder;
 }
 const zstd = typeof (zlib as Partial<Zstd>).zstdCompress === 'function' ? (zlib as unknown as Zstd) : null;
-// ZSTD_c_compressionLevel, where the runtime has zstd.
+// ZSTD_c_compressionLevel and ZSTD_d_windowLogMax, where the runtime has zstd.
 const ZSTD_COMPRESSION_LEVEL = 100;
+const ZSTD_WINDOW_LOG_MAX = 100;
+/** A zstd window of at most 8 MiB, as RFC 9659 (3) bounds the coding; Node's decoder would take 128 MiB. */
+const ZSTD_DECODER_OPTIONS = { params: { [ZSTD_WINDOW_LOG_MAX]: 23 } };
 
 /** The codings this runtime has, in the order a tie between them goes. */
 export const CODINGS: readonly Coding[] = CODING_NAMES.filter((coding) => coding !== 'zstd' || zstd !== null);
@@ -70,8 +73,15 @@ export function compress(coding: Coding, body: Buffer, done: (error: Error | nul
   );
 }
 
-/** A new decoder of `coding`, where the runtime has it; `deflate` is the zlib format, as HTTP's coding is. */
-export function decoderOf(coding: string): Transform | null {
+/** A decoder, and how many of the bytes written to it it has read: it stops where its stream ends. */
+export type Decoder = Transform & { readonly bytesWritten: number };
+
+/**
+ * A new decoder of `coding`, where the runtime has it; `deflate` is the zlib format, as HTTP's coding
+ * is. Each decodes one whole stream of its format: gzip one or more members (RFC 1952, 2.2), zstd
+ * one frame (`zstdFrames` splits a body into its frames), deflate and br one stream.
+ */
+export function decoderOf(coding: string): Decoder | null {
   switch (coding) {
     case 'gzip':
     case 'x-gzip':
@@ -81,10 +91,67 @@ export function decoderOf(coding: string): Transform | null {
     case 'br':
       return zlib.createBrotliDecompress();
     case 'zstd':
-      return zstd?.createZstdDecompress() ?? null;
+      return zstd?.createZstdDecompress(ZSTD_DECODER_OPTIONS) ?? null;
     default:
       return null;
   }
+}
+
+const ZSTD_MAGIC = 0xfd2fb528;
+/** Skippable frames' magic numbers are 0x184D2A50 to 0x184D2A5F. */
+const ZSTD_SKIPPABLE_MAGIC = 0x184d2a50;
+/** The size of a frame header's dictionary ID, by its flag. */
+const ZSTD_DICTIONARY_ID_SIZES = [0, 1, 2, 4] as const;
+const ZSTD_RLE_BLOCK = 1;
+const ZSTD_RESERVED_BLOCK = 3;
+
+/**
+ * The frames of a zstd body that hold data, each whole, without its skippable frames (RFC 8878,
+ * 3.1); or null where the body is not one or more whole frames: empty, cut short, or with bytes
+ * after a frame that begin none. Node's decoder ends with the frame it decodes, and Node 22's takes
+ * a frame cut short for a whole one: the frames are found here, from their block headers.
+ */
+export function zstdFrames(body: Buffer): Buffer[] | null {
+  const frames: Buffer[] = [];
+  let at = 0;
+  while (at < body.length) {
+    if (at + 8 > body.length) return null;
+    const magic = body.readUInt32LE(at);
+    if (magic >>> 4 === ZSTD_SKIPPABLE_MAGIC >>> 4) {
+      at += 8 + body.readUInt32LE(at + 4);
+      continue;
+    }
+    if (magic !== ZSTD_MAGIC) return null;
+    const end = zstdFrameEnd(body, at);
+    if (end === null) return null;
+    frames.push(body.subarray(at, end));
+    at = end;
+  }
+  return at === body.length && at > 0 ? frames : null;
+}
+
+/**
+ * Where the zstd frame that starts at `start` ends, from its header and its blocks' headers (RFC
+ * 8878, 3.1.1); null if it is cut short or has a block of the reserved type.
+ */
+function zstdFrameEnd(body: Buffer, start: number): number | null {
+  const descriptor = body[start + 4] as number;
+  const singleSegment = (descriptor >> 5) & 1;
+  const contentSizeFlag = descriptor >> 6;
+  const contentSizeSize = contentSizeFlag === 0 ? singleSegment : 1 << contentSizeFlag;
+  let at = start + 5 + (1 - singleSegment) + (ZSTD_DICTIONARY_ID_SIZES[descriptor & 3] as number) + contentSizeSize;
+  let last = false;
+  while (!last) {
+    if (at + 3 > body.length) return null;
+    const header = body.readUIntLE(at, 3);
+    const type = (header >> 1) & 3;
+    if (type === ZSTD_RESERVED_BLOCK) return null;
+    last = (header & 1) === 1;
+    at += 3 + (type === ZSTD_RLE_BLOCK ? 1 : header >> 3);
+  }
+  // The content checksum's flag is its size: 4 bytes or none.
+  const end = at + (descriptor & 4);
+  return end <= body.length ? end : null;
 }
 
 /** A quality value (RFC 9110, 12.4.2): 0 to 1, at most three decimals. */

@@ -1,5 +1,5 @@
 import type { Http2ServerRequest } from 'node:http2';
-import { Readable, type Transform } from 'node:stream';
+import { Readable } from 'node:stream';
 import { errorCodes, type FastifyInstance, type FastifyRequest, type preParsingHookHandler } from 'fastify';
 import fp from 'fastify-plugin';
 import {
@@ -10,7 +10,7 @@ import {
   payloadTooLarge,
   unsupportedContentCoding,
 } from '../errors.js';
-import { CODINGS, decoderOf } from '../lib/content-coding.js';
+import { CODINGS, type Decoder, decoderOf, zstdFrames } from '../lib/content-coding.js';
 import { Turns } from '../lib/turns.js';
 
 declare module 'fastify' {
@@ -77,10 +77,22 @@ const untypedHttp2Body: preParsingHookHandler = (request, _reply, payload, done)
 };
 
 /**
- * More codings than any client applies to one body: each decoder holds its own window, so a long
- * list (`gzip, gzip, ...`) would cost memory for nothing.
+ * More codings than any client applies to one body: each is one more decoding of up to the body
+ * limit, so a long list (`gzip, gzip, ...`) would cost time for nothing.
  */
 const MAX_CODINGS = 3;
+
+/**
+ * More zstd frames than a body holds in practice: each is decoded in a step of its own, which costs
+ * some 20 µs however little the frame holds, and an empty frame takes 9 bytes.
+ */
+const MAX_ZSTD_FRAMES = 64;
+
+/**
+ * The most a decoder is given at once: it decodes each write in one job of libuv's threadpool, which
+ * nothing stops once begun, so a write is as much work as a client that goes away still costs.
+ */
+const DECODER_WRITE = 64 * 1024;
 
 /** The codings this service decodes, as a 415 lists them. */
 const DECODED = [...CODINGS];
@@ -93,33 +105,40 @@ const DECODED = [...CODINGS];
 const decodings = new Turns(4);
 
 /**
- * A body in content codings, read whole once the parser reads, then decoded in its turn: the
- * decoders, the last coding applied first (RFC 9110, 8.4), and the decoded bytes are counted against the
- * body limit, so a body that would decode past it is refused (413) as soon as it does, holding no
- * more than the limit and one decoder's output. A stream a decoder cannot read is a 400 naming
- * `body`. The request itself is never destroyed, so the refusal can still be written to it.
+ * A body in content codings, read whole once the parser reads, then decoded in its turn, one coding
+ * after another, the last applied first (RFC 9110, 8.4). What each decoder makes is held to the body
+ * limit, so that no coding in a list decodes more than the limit (413 as soon as one would): the
+ * work a body costs is bounded by the limit and the number of its codings. Each coding must be its
+ * stream whole and nothing else (gzip may be several members, zstd several frames): a stream cut
+ * short, corrupt, or followed by bytes of no stream is a 400 naming `body`. A client that goes away
+ * stops its decoding. The request itself is never destroyed, so the refusal can still be written to it.
  */
 class DecodedBody extends Readable {
   /** What Fastify holds against Content-Length and the limit: the bytes that came in, still encoded. */
   receivedEncodedLength = 0;
-  #decodedLength = 0;
   #started = false;
   /** The body as it comes: the request itself, or what an earlier hook made of it. */
   readonly #raw: NodeJS.ReadableStream;
-  readonly #decoders: { coding: string; decoder: Transform }[];
+  /** The Content-Encoding, as a 415 repeats it. */
+  readonly #header: string;
+  /** The codings in the order they are decoded. */
+  readonly #codings: readonly string[];
   readonly #limit: number;
+  /** The decoder at work. */
+  #decoder: Decoder | null = null;
 
-  constructor(raw: NodeJS.ReadableStream, codings: readonly string[], limit: number) {
+  constructor(raw: NodeJS.ReadableStream, header: string, codings: readonly string[], limit: number) {
     super();
     this.#raw = raw;
+    this.#header = header;
     this.#limit = limit;
     // The last coding listed was applied last, so it is decoded first.
-    this.#decoders = codings.toReversed().map((coding) => ({ coding, decoder: decoderOf(coding) as Transform }));
+    this.#codings = codings.toReversed();
   }
 
   override _read(): void {
     if (this.#started) {
-      this.#decoders.at(-1)?.decoder.resume();
+      this.#decoder?.resume();
       return;
     }
     this.#started = true;
@@ -129,10 +148,15 @@ class DecodedBody extends Readable {
       decodings.take(() => {
         this.#turn = true;
         if (this.destroyed) this.#release();
-        else this.#decode(this.#encoded);
+        else this.#decode(0, Buffer.concat(this.#encoded.splice(0)));
       }),
     );
   }
+
+  /** The client went away: what is left of its body is not decoded. */
+  readonly abandon = (): void => {
+    this.#fail(new Error('The client went away.'));
+  };
 
   /** Whether it holds a turn to decode. */
   #turn = false;
@@ -143,19 +167,49 @@ class DecodedBody extends Readable {
     decodings.release();
   }
 
-  /** Decodes the whole body, once come, through every decoder in turn. */
-  #decode(encoded: Buffer[]): void {
-    const last = this.#decoders.at(-1)?.decoder;
-    let source: NodeJS.ReadableStream = Readable.from(encoded, { objectMode: false });
-    for (const { coding, decoder } of this.#decoders) {
-      decoder.on('error', () => this.#fail(corruptContentCoding(coding)));
-      source = source.pipe(decoder);
+  /** Decodes `coded` from the coding at `index`, held to the limit, then what it makes from the next; the last one's bytes are the body. */
+  #decode(index: number, coded: Buffer): void {
+    const coding = this.#codings[index] as string;
+    const streams = coding === 'zstd' ? zstdFrames(coded) : [coded];
+    if (streams === null) {
+      this.#fail(corruptContentCoding(coding));
+    } else if (streams.length > MAX_ZSTD_FRAMES) {
+      this.#fail(unsupportedContentCoding(this.#header, DECODED, `at most ${MAX_ZSTD_FRAMES} zstd frames are decoded`));
+    } else {
+      this.#decodeStreams(index, coding, streams);
     }
-    last?.on('data', this.#decoded);
-    last?.once('end', () => {
-      this.#release();
-      this.push(null);
+  }
+
+  #decodeStreams(index: number, coding: string, streams: readonly Buffer[]): void {
+    const last = index === this.#codings.length - 1;
+    const decoder = decoderOf(coding) as Decoder;
+    this.#decoder = decoder;
+    const decoded: Buffer[] = [];
+    let decodedLength = 0;
+    decoder.on('data', (chunk: Buffer) => {
+      decodedLength += chunk.length;
+      if (decodedLength > this.#limit) this.#fail(payloadTooLarge(this.#limit));
+      else if (!last) decoded.push(chunk);
+      else if (!this.push(chunk)) decoder.pause();
     });
+    decoder.on('error', () => this.#fail(corruptContentCoding(coding)));
+    decoder.once('end', () => {
+      if (this.destroyed) return;
+      // A decoder ends with its stream: what it did not read follows the stream.
+      if (decoder.bytesWritten !== streams.reduce((length, stream) => length + stream.length, 0)) {
+        this.#fail(corruptContentCoding(coding));
+      } else if (last) {
+        this.#release();
+        this.push(null);
+      } else {
+        this.#decode(index + 1, Buffer.concat(decoded));
+      }
+    });
+    // Each zstd frame is written on its own: a decoder given more than one at once ends with the first.
+    for (const stream of streams) {
+      for (let at = 0; at < stream.length; at += DECODER_WRITE) decoder.write(stream.subarray(at, at + DECODER_WRITE));
+    }
+    decoder.end();
   }
 
   /** The coded bytes come so far. */
@@ -166,12 +220,6 @@ class DecodedBody extends Readable {
     // Fastify holds the coded length to the limit only as decoded bytes come: none come before the turn.
     if (this.receivedEncodedLength > this.#limit) this.#fail(payloadTooLarge(this.#limit));
     else this.#encoded.push(chunk);
-  };
-
-  readonly #decoded = (chunk: Buffer): void => {
-    this.#decodedLength += chunk.length;
-    if (this.#decodedLength > this.#limit) this.#fail(payloadTooLarge(this.#limit));
-    else if (!this.push(chunk)) this.#decoders.at(-1)?.decoder.pause();
   };
 
   readonly #fail = (error: Error): void => {
@@ -185,7 +233,8 @@ class DecodedBody extends Readable {
     // What still comes is read and dropped, as Fastify does with a body over the limit.
     this.#raw.unpipe();
     this.#raw.resume();
-    for (const { decoder } of this.#decoders) decoder.destroy();
+    this.#encoded.length = 0;
+    this.#decoder?.destroy();
     this.#release();
     callback(error);
   }
@@ -195,7 +244,7 @@ class DecodedBody extends Readable {
  * A body route's last preParsing hook: a body in content codings becomes its decoded stream; a
  * coding the service does not decode, or too many, is a 415 that lists those it does.
  */
-const decodedBody: preParsingHookHandler = (request, _reply, payload, done) => {
+const decodedBody: preParsingHookHandler = (request, reply, payload, done) => {
   const sent = request.headers['content-encoding'];
   if (sent === undefined) return done(null, payload);
   // Repeated, the field is one list (RFC 9110, 5.3), however the protocol's parser hands it over.
@@ -214,9 +263,11 @@ const decodedBody: preParsingHookHandler = (request, _reply, payload, done) => {
   if (codings.length > MAX_CODINGS) {
     return done(unsupportedContentCoding(header, DECODED, `at most ${MAX_CODINGS} codings are decoded`));
   }
-  const body = new DecodedBody(payload, codings, request.routeOptions.bodyLimit);
+  const body = new DecodedBody(payload, header, codings, request.routeOptions.bodyLimit);
   // Fastify listens for errors only once it reads; until then one must not be thrown.
   body.on('error', () => {});
+  // The answer closes before it is sent only when the connection or the stream does.
+  reply.raw.once('close', body.abandon);
   done(null, body);
 };
 

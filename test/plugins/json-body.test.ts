@@ -22,7 +22,7 @@ import {
   type TestResponse,
   transports,
 } from '../helpers.js';
-import { assertStopsCleanly, rssMiB, startServer } from '../server-process.js';
+import { assertStopsCleanly, cpuSeconds, rssMiB, startServer } from '../server-process.js';
 
 const zstdCompressSync = (zlib as unknown as { zstdCompressSync?: (body: Buffer) => Buffer }).zstdCompressSync;
 
@@ -45,6 +45,26 @@ function encoded(text: string, contentEncoding: string): Buffer {
 }
 
 const DECODED = CODINGS.join(', ');
+
+const ZSTD = CODINGS.includes('zstd') ? false : 'this runtime has no zstd';
+
+/**
+ * A zstd frame held in one raw block, with no content size, the window its descriptor byte gives
+ * (RFC 8878, 3.1.1.1.2): `0x68` is 8 MiB, `0x70` 16 MiB.
+ */
+function zstdFrame(content: Buffer, windowDescriptor = 0x68): Buffer {
+  const blockHeader = Buffer.alloc(3);
+  // The last block (bit 0), raw (type 0), of the content's size.
+  blockHeader.writeUIntLE((content.length << 3) | 1, 0, 3);
+  return Buffer.concat([Buffer.from([0x28, 0xb5, 0x2f, 0xfd, 0x00, windowDescriptor]), blockHeader, content]);
+}
+
+/** A skippable zstd frame (RFC 8878, 3.1.2) holding `content`, which is no part of the body. */
+function skippableFrame(content: string): Buffer {
+  const header = Buffer.from([0x5a, 0x2a, 0x4d, 0x18, 0, 0, 0, 0]);
+  header.writeUInt32LE(content.length, 4);
+  return Buffer.concat([header, Buffer.from(content)]);
+}
 
 /** Big numbers, key order, every kind of Unicode, a key that is special in JavaScript. */
 const EXACT = '{"z":1,"a":12345678901234567890,"d":0.1000000000000000000001,"u":"é😀\\u0000\\ud800","__proto__":[]}';
@@ -137,6 +157,85 @@ for (const [transport, connect] of transports) {
       });
     }
 
+    it('decodes gzip of several members, one after another', async () => {
+      const members = ['{"a":', '[1,', '2]}'].map((part) => zlib.gzipSync(part));
+      assertEchoed(await echo(Buffer.concat(members), 'gzip'), '{"a":[1,2]}');
+    });
+
+    for (const coding of CODINGS) {
+      for (const [label, after] of [
+        ['bytes of no stream', Buffer.from('xyz')],
+        ['zeros', Buffer.alloc(4)],
+      ] as const) {
+        it(`refuses ${coding} followed by ${label} with 400 naming body`, async () => {
+          const body = Buffer.concat([encoded('{"a":1}', coding), after]);
+          assertEnvelope(await echo(body, coding), 400, 'VALIDATION_ERROR', [
+            { field: 'body', message: `is not valid ${coding} data`, value: null },
+          ]);
+        });
+      }
+
+      it(`refuses ${coding} cut short, or followed by bytes of no stream inside another coding, with 400 naming it`, async () => {
+        const whole = encoded(EXACT, coding);
+        assertEnvelope(await echo(whole.subarray(0, whole.length - 1), coding), 400, 'VALIDATION_ERROR', [
+          { field: 'body', message: `is not valid ${coding} data`, value: null },
+        ]);
+        const inner = zlib.gzipSync(Buffer.concat([whole, Buffer.from('xyz')]));
+        assertEnvelope(await echo(inner, `${coding}, gzip`), 400, 'VALIDATION_ERROR', [
+          { field: 'body', message: `is not valid ${coding} data`, value: null },
+        ]);
+      });
+    }
+
+    describe('zstd frames', { skip: ZSTD }, () => {
+      const zstdOf = (text: string) => (ENCODERS.zstd as (body: Buffer) => Buffer)(Buffer.from(text));
+
+      it('decodes every frame, one after another, and skips skippable frames wherever they are', async () => {
+        const body = Buffer.concat([
+          skippableFrame('not the body'),
+          zstdOf('{"a":'),
+          skippableFrame(''),
+          zstdFrame(Buffer.from('[1,')),
+          zstdOf('2]}'),
+          skippableFrame('nor this'),
+        ]);
+        assertEchoed(await echo(body, 'zstd'), '{"a":[1,2]}');
+        assertEchoed(await echo(zlib.gzipSync(body), 'zstd, gzip'), '{"a":[1,2]}');
+      });
+
+      it('decodes 64 frames, and refuses 65 with 415', async () => {
+        const parts = ['{"a":[', ...Array.from({ length: 62 }, () => '1,'), '1]}'];
+        const frames = parts.map((part) => zstdFrame(Buffer.from(part)));
+        assert.equal(frames.length, 64);
+        const text = parts.join('');
+        assertEchoed(await echo(Buffer.concat(frames), 'zstd'), text);
+        const res = await echo(Buffer.concat([...frames, zstdFrame(Buffer.from(' '))]), 'zstd');
+        const error = assertEnvelope(res, 415, 'UNSUPPORTED_MEDIA_TYPE');
+        assert.equal(error.message, 'The content coding zstd is not supported: at most 64 zstd frames are decoded.');
+        assert.equal(res.headers['accept-encoding'], DECODED);
+      });
+
+      it('decodes a frame whose window is 8 MiB, and refuses one of 16 MiB with 400 naming body', async () => {
+        assertEchoed(await echo(zstdFrame(Buffer.from('{"a":1}'), 0x68), 'zstd'), '{"a":1}');
+        assertEnvelope(await echo(zstdFrame(Buffer.from('{"a":1}'), 0x70), 'zstd'), 400, 'VALIDATION_ERROR', [
+          { field: 'body', message: 'is not valid zstd data', value: null },
+        ]);
+      });
+
+      for (const [label, body] of [
+        ['a frame cut inside its header', zstdFrame(Buffer.from('{"a":1}')).subarray(0, 5)],
+        ['only the start of a frame', zstdFrame(Buffer.from('{"a":1}')).subarray(0, 12)],
+        ['a skippable frame cut short', Buffer.concat([zstdOf('{"a":1}'), skippableFrame('abc').subarray(0, 9)])],
+        ['an empty body', Buffer.alloc(0)],
+      ] as const) {
+        it(`refuses ${label} with 400 naming body`, async () => {
+          assertEnvelope(await echo(body, 'zstd'), 400, 'VALIDATION_ERROR', [
+            { field: 'body', message: 'is not valid zstd data', value: null },
+          ]);
+        });
+      }
+    });
+
     it('decodes a profile write, and the profile is as sent', async () => {
       const text = '{"name":"Zoë 😀","bio":"x"}';
       const res = await client.send({
@@ -213,6 +312,116 @@ describe('a gzip bomb against the built service', () => {
       }
     });
   }
+});
+
+/** A gzip member of `mib` MiB of empty stored blocks (RFC 1951, 3.2.4): it decodes to nothing. */
+function* emptyStoredBlocks(mib: number): Generator<Buffer> {
+  yield Buffer.from([0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 0xff]);
+  // Not the last block, stored, of length 0 (and its complement).
+  const blocks = Buffer.alloc(5 * 209_715).fill(Buffer.from([0, 0, 0, 0xff, 0xff]));
+  for (let i = 0; i < mib; i += 1) yield blocks;
+  // The last block, fixed and empty; the CRC-32 and size of nothing.
+  yield Buffer.from([3, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
+}
+
+/** A body in `gzip, br` of a few hundred bytes: brotli decodes it to `mib` MiB of gzip, which decodes to nothing. */
+async function stackedBomb(mib: number): Promise<Buffer> {
+  const chunks: Buffer[] = [];
+  await pipeline(
+    Readable.from(emptyStoredBlocks(mib)),
+    zlib.createBrotliCompress({
+      params: { [zlib.constants.BROTLI_PARAM_QUALITY]: 5, [zlib.constants.BROTLI_PARAM_LGWIN]: 24 },
+    }),
+    async (source: AsyncIterable<Buffer>) => {
+      for await (const chunk of source) chunks.push(chunk);
+    },
+  );
+  return Buffer.concat(chunks);
+}
+
+/** Sends a coded body to `port` over a connection of its own, and closes that connection after `ms`. */
+async function sendAndLeave(port: number, body: Buffer, contentEncoding: string, ms: number): Promise<void> {
+  const socket = connect(port, '127.0.0.1');
+  socket.on('error', () => {});
+  socket.write(
+    `POST /api/echo HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Encoding: ${contentEncoding}\r\nContent-Length: ${body.length}\r\n\r\n`,
+  );
+  socket.write(body);
+  await sleep(ms);
+  socket.destroy();
+}
+
+describe('stacked codings against the built service', () => {
+  const headers = { 'content-type': 'application/json', 'content-encoding': 'gzip, br' };
+  const small = encoded('{"a":1}', 'gzip, br');
+  let bomb256: Buffer;
+  let bomb1024: Buffer;
+  before(async () => {
+    [bomb256, bomb1024] = await Promise.all([stackedBomb(256), stackedBomb(1024)]);
+  });
+
+  it('a body of a few hundred bytes whose br layer decodes to 256 MiB: 413 at BODY_LIMIT, under 0.5 s of CPU', {
+    timeout: 60_000,
+  }, async (t) => {
+    const server = await startServer({ RATE_LIMIT_MAX: '0' });
+    try {
+      const pid = server.child.pid ?? 0;
+      const origin = `http://127.0.0.1:${server.port}`;
+      const send = (body: Buffer) => sendTo(origin, { method: 'POST', path: '/api/echo', headers, body });
+      assert.equal((await send(small)).status, 200);
+      const cpuBefore = await cpuSeconds(pid);
+      assertEnvelope(await send(bomb256), 413, 'PAYLOAD_TOO_LARGE');
+      const cpu = (await cpuSeconds(pid)) - cpuBefore;
+      t.diagnostic(`${bomb256.length} bytes refused for ${cpu.toFixed(2)} s of CPU`);
+      assert.ok(cpu < 0.5, `${cpu.toFixed(2)} s of CPU`);
+      assert.equal((await send(small)).status, 200);
+    } finally {
+      await assertStopsCleanly(server);
+    }
+  });
+
+  it('three bodies of 1 GiB so, whose clients leave after 300 ms: under 0.3 s of CPU in the next 3 s', {
+    timeout: 60_000,
+  }, async (t) => {
+    const server = await startServer({ RATE_LIMIT_MAX: '0' });
+    try {
+      const pid = server.child.pid ?? 0;
+      await Promise.all([1, 2, 3].map(() => sendAndLeave(server.port, bomb1024, 'gzip, br', 300)));
+      const cpuBefore = await cpuSeconds(pid);
+      await sleep(3000);
+      const cpu = (await cpuSeconds(pid)) - cpuBefore;
+      t.diagnostic(`3 × ${bomb1024.length} bytes: ${cpu.toFixed(2)} s of CPU in the 3 s after their clients left`);
+      assert.ok(cpu < 0.3, `${cpu.toFixed(2)} s of CPU`);
+    } finally {
+      await assertStopsCleanly(server);
+    }
+  });
+
+  it('a client that leaves stops the decoding of its body, however much the limit lets it decode', {
+    timeout: 60_000,
+  }, async (t) => {
+    // A limit of 512 MiB lets the br layer decode 500 MiB, for a second or more.
+    const server = await startServer({ RATE_LIMIT_MAX: '0', BODY_LIMIT: String(512 * 1024 * 1024) });
+    try {
+      const pid = server.child.pid ?? 0;
+      const bomb = await stackedBomb(500);
+      await sendAndLeave(server.port, bomb, 'gzip, br', 300);
+      const cpuBefore = await cpuSeconds(pid);
+      await sleep(3000);
+      const cpu = (await cpuSeconds(pid)) - cpuBefore;
+      t.diagnostic(`${cpu.toFixed(2)} s of CPU in the 3 s after the client left`);
+      assert.ok(cpu < 0.3, `${cpu.toFixed(2)} s of CPU`);
+      const res = await sendTo(`http://127.0.0.1:${server.port}`, {
+        method: 'POST',
+        path: '/api/echo',
+        headers,
+        body: small,
+      });
+      assert.equal(res.status, 200);
+    } finally {
+      await assertStopsCleanly(server);
+    }
+  });
 });
 
 describe('Content-Encoding given more than once', () => {
