@@ -253,7 +253,7 @@ class Shaper {
       name: 'Content-Encoding',
       in: 'header',
       required: false,
-      description: `The content codings the body is in, in the order they were applied (RFC 9110, 8.4): any list of at most 3 of ${codings.join(', ')}, and \`identity\`. The body is decoded as it comes, and its decoded size counts against \`BODY_LIMIT\` (413); any other coding is a 415, whose \`Accept-Encoding\` lists these; a body that is not valid data of its coding is a 400 naming \`body\`.`,
+      description: `The content codings the body is in, in the order they were applied (RFC 9110, 8.4): any list of at most 3 of ${codings.join(', ')}, and \`identity\`. The body is read whole, then decoded one coding after another, and what each coding decodes to counts against \`BODY_LIMIT\` (413); any other coding, or zstd in more than 64 frames, is a 415, whose \`Accept-Encoding\` lists these; a body that is not its codings' data whole and nothing else (cut short, corrupt, followed by other bytes) is a 400 naming \`body\`.`,
       schema: { type: 'string', examples: ['gzip'] },
     };
     return { $ref: '#/components/parameters/ContentEncoding' };

@@ -243,8 +243,100 @@ const profileBody = fc.oneof(
 const JSON_TYPES = ['application/json', 'application/json; charset=utf-8', 'application/merge-patch+json'];
 const jsonType = fc.constantFrom(...JSON_TYPES);
 
+const zstdCompressSync = (zlib as unknown as { zstdCompressSync?: (body: Buffer) => Buffer }).zstdCompressSync;
+
+/** Each coding the runtime has, as a client applies it. */
+const CODERS_BY_NAME: Readonly<Record<string, (body: Buffer) => Buffer>> = {
+  gzip: (body) => zlib.gzipSync(body),
+  deflate: (body) => zlib.deflateSync(body),
+  br: (body) => zlib.brotliCompressSync(body),
+  ...(zstdCompressSync !== undefined && { zstd: (body: Buffer) => zstdCompressSync(body) }),
+};
+const CODING_NAMES = Object.keys(CODERS_BY_NAME);
+
+/** `body` in `coding`; gzip and zstd in two members or frames when `split`, zstd after a skippable frame when `skip`. */
+function coded(coding: string, body: Buffer, split: boolean, skip: boolean): Buffer {
+  const code = CODERS_BY_NAME[coding] as (body: Buffer) => Buffer;
+  const half = body.length >> 1;
+  const streams =
+    split && (coding === 'gzip' || coding === 'zstd')
+      ? [code(body.subarray(0, half)), code(body.subarray(half))]
+      : [code(body)];
+  // A skippable zstd frame of 3 bytes, which no decoder takes for the body.
+  const skippable = Buffer.from([0x50, 0x2a, 0x4d, 0x18, 3, 0, 0, 0, 1, 2, 3]);
+  return Buffer.concat(skip && coding === 'zstd' ? [skippable, ...streams] : streams);
+}
+
+/** A gzip member of `mib` MiB of empty stored blocks, which decodes to nothing, in brotli: a hundred bytes or so. */
+function stackedBomb(mib: number): Buffer {
+  const blocks = Buffer.alloc(5 * 209_715 * mib).fill(Buffer.from([0, 0, 0, 0xff, 0xff]));
+  const member = Buffer.concat([
+    Buffer.from([0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 0xff]),
+    blocks,
+    Buffer.from([3, 0, 0, 0, 0, 0, 0, 0, 0, 0]),
+  ]);
+  return zlib.brotliCompressSync(member, { params: { [zlib.constants.BROTLI_PARAM_QUALITY]: 5 } });
+}
+
+/** Bodies that cost a service that decodes them whole far more than they weigh, each with its Content-Encoding. */
+const CODED_BOMBS: readonly (readonly [Buffer, string])[] = [
+  [stackedBomb(64), 'gzip, br'],
+  [zlib.gzipSync(stackedBomb(64)), 'gzip, br, gzip'],
+  [Buffer.concat(Array.from({ length: 3000 }, () => zlib.gzipSync(''))), 'gzip'],
+  [zlib.gzipSync(Buffer.alloc(16 * FUZZ_BODY_LIMIT, ' ')), 'gzip'],
+  ...(zstdCompressSync === undefined
+    ? []
+    : [[Buffer.concat(Array.from({ length: 1000 }, () => zstdCompressSync(Buffer.alloc(0)))), 'zstd'] as const]),
+];
+
+/**
+ * An echo in content codings that its Content-Encoding names: one to three, in several gzip members
+ * or zstd frames, cut short or followed by bytes of no stream, now and then; and the bombs.
+ */
+const codedEcho: fc.Arbitrary<Target> = fc
+  .oneof(
+    {
+      arbitrary: fc
+        .tuple(
+          fc.json({ maxDepth: 3 }),
+          fc.array(fc.tuple(fc.constantFrom(...CODING_NAMES), fc.boolean(), fc.boolean()), {
+            minLength: 1,
+            maxLength: 3,
+          }),
+          fc.constantFrom('whole', 'whole', 'cut', 'followed'),
+          fc.nat(),
+        )
+        .map(([json, codings, damage, at]): readonly [Buffer, string] => {
+          const body = codings.reduce<Buffer>(
+            (body, [coding, split, skip]) => coded(coding, body, split, skip),
+            utf8(`{"value":${json}}`),
+          );
+          const sent =
+            damage === 'cut'
+              ? body.subarray(0, at % body.length)
+              : damage === 'followed'
+                ? Buffer.concat([body, Buffer.from([at % 256])])
+                : body;
+          return [sent, codings.map(([coding]) => coding).join(', ')];
+        }),
+      weight: 8,
+    },
+    { arbitrary: fc.constantFrom(...CODED_BOMBS), weight: 1 },
+  )
+  .map(([body, contentEncoding]) => ({
+    method: 'POST',
+    path: '/api/echo',
+    parameters: [],
+    headers: [
+      ['content-type', 'application/json'],
+      ['content-encoding', contentEncoding],
+    ],
+    body,
+  }));
+
 /** Requests shaped for one route, valid or nearly so. */
 const routeTargets: fc.Arbitrary<Target>[] = [
+  codedEcho,
   fc.constantFrom('/api/hello', '/healthz', '/readyz').map((path) => ({
     method: 'GET',
     path,
@@ -456,7 +548,7 @@ const CODERS: readonly ((body: Buffer) => Buffer)[] = [
 
 /**
  * Bodies in content codings, to go with any Content-Encoding: JSON in one or two codings, cut short
- * or not, and a bomb that decodes to 16 times the fuzzed body limit.
+ * or not, and the bombs.
  */
 const codedBody: fc.Arbitrary<Buffer> = fc.oneof(
   fc
@@ -465,7 +557,7 @@ const codedBody: fc.Arbitrary<Buffer> = fc.oneof(
       const coded = coders.reduce<Buffer>((body, code) => code(body), utf8(json));
       return cut % 3 === 0 ? coded.subarray(0, cut % coded.length) : coded;
     }),
-  fc.constant(zlib.gzipSync(Buffer.alloc(16 * FUZZ_BODY_LIMIT, ' '))),
+  fc.constantFrom(...CODED_BOMBS.map(([body]) => body)),
 );
 
 const body: fc.Arbitrary<Buffer | undefined> = fc.oneof(
@@ -643,6 +735,9 @@ const headerEntry: fc.Arbitrary<[string, string]> = fc.oneof(
         'gzip, br',
         'gzip, identity',
         'gzip, gzip, gzip, gzip',
+        'gzip, br, deflate',
+        'zstd, gzip',
+        'br, zstd',
         'gzip,,br',
         'gzip;q=1',
         'x-garbage',

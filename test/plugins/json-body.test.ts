@@ -339,6 +339,52 @@ async function stackedBomb(mib: number): Promise<Buffer> {
   return Buffer.concat(chunks);
 }
 
+/**
+ * A gzip member of `count` empty blocks of dynamic Huffman codes (RFC 1951, 3.2.7), 92 bits each,
+ * each of which has the decoder build its tables for nothing: of the bodies tried, the one that
+ * costs the most to decode per byte.
+ */
+function emptyDynamicBlocks(count: number): Buffer {
+  const bits: number[] = [];
+  /** A field, its least significant bit first. */
+  const field = (value: number, length: number) => {
+    for (let i = 0; i < length; i += 1) bits.push((value >> i) & 1);
+  };
+  /** A Huffman code, its most significant bit first. */
+  const code = (value: number, length: number) => {
+    for (let i = length - 1; i >= 0; i -= 1) bits.push((value >> i) & 1);
+  };
+  // The lengths of the code-length code, in their order: 18 as '0', 0 as '10', 1 as '11'.
+  const codeLengthOrder = [16, 17, 18, 0, 8, 7, 9, 6, 10, 5, 11, 4, 12, 3, 13, 2, 14, 1];
+  for (let block = 1; block <= count; block += 1) {
+    // Last or not, dynamic; 257 literal/length codes, 1 distance code, 18 code-length codes.
+    field(block === count ? 1 : 0, 1);
+    field(2, 2);
+    field(0, 5);
+    field(0, 5);
+    field(18 - 4, 4);
+    for (const symbol of codeLengthOrder) field(symbol === 18 ? 1 : symbol <= 1 ? 2 : 0, 3);
+    // Literals 0-255 unused (18: 138 zeros, then 118), end of block of length 1, no distance.
+    code(0, 1);
+    field(138 - 11, 7);
+    code(0, 1);
+    field(118 - 11, 7);
+    code(3, 2);
+    code(2, 2);
+    // The block's one symbol: its end.
+    code(0, 1);
+  }
+  const deflated = Buffer.alloc(Math.ceil(bits.length / 8));
+  bits.forEach((bit, i) => {
+    deflated[i >> 3] = (deflated[i >> 3] as number) | (bit << (i & 7));
+  });
+  return Buffer.concat([
+    Buffer.from([0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 0xff]),
+    deflated,
+    Buffer.from([0, 0, 0, 0, 0, 0, 0, 0]),
+  ]);
+}
+
 /** Sends a coded body to `port` over a connection of its own, and closes that connection after `ms`. */
 async function sendAndLeave(port: number, body: Buffer, contentEncoding: string, ms: number): Promise<void> {
   const socket = connect(port, '127.0.0.1');
@@ -375,6 +421,42 @@ describe('stacked codings against the built service', () => {
       t.diagnostic(`${bomb256.length} bytes refused for ${cpu.toFixed(2)} s of CPU`);
       assert.ok(cpu < 0.5, `${cpu.toFixed(2)} s of CPU`);
       assert.equal((await send(small)).status, 200);
+    } finally {
+      await assertStopsCleanly(server);
+    }
+  });
+
+  it('the costliest body found under the default limit costs under 0.25 s of CPU', {
+    timeout: 60_000,
+  }, async (t) => {
+    const server = await startServer({ RATE_LIMIT_MAX: '0' });
+    try {
+      const pid = server.child.pid ?? 0;
+      const origin = `http://127.0.0.1:${server.port}`;
+      // Just under 1 MiB of gzip that decodes to nothing, in br, and that in gzip: each coding decodes to under the limit.
+      const blocks = emptyDynamicBlocks(90_000);
+      assert.ok(blocks.length < 1024 * 1024);
+      const body = zlib.gzipSync(zlib.brotliCompressSync(blocks));
+      const send = () =>
+        sendTo(origin, {
+          method: 'POST',
+          path: '/api/echo',
+          headers: { 'content-type': 'application/json', 'content-encoding': 'gzip, br, gzip' },
+          body,
+        });
+      await send();
+      const costs: number[] = [];
+      for (let i = 0; i < 5; i += 1) {
+        const cpuBefore = await cpuSeconds(pid);
+        // No body at all once decoded: the schema's 400.
+        assertEnvelope(await send(), 400, 'VALIDATION_ERROR', [
+          { field: 'body', message: 'must be a JSON object', value: null },
+        ]);
+        costs.push((await cpuSeconds(pid)) - cpuBefore);
+      }
+      const most = Math.max(...costs);
+      t.diagnostic(`${body.length} bytes: ${costs.map((cost) => cost.toFixed(2)).join(', ')} s of CPU`);
+      assert.ok(most < 0.25, `${most.toFixed(2)} s of CPU`);
     } finally {
       await assertStopsCleanly(server);
     }
