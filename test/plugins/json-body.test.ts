@@ -462,7 +462,7 @@ describe('stacked codings against the built service', () => {
     }
   });
 
-  it('three bodies of 1 GiB so, whose clients leave after 300 ms: under 0.3 s of CPU in the next 3 s', {
+  it('three such bodies whose br layer decodes to 1 GiB, their clients leaving after 300 ms: under 0.3 s of CPU in the next 3 s', {
     timeout: 60_000,
   }, async (t) => {
     const server = await startServer({ RATE_LIMIT_MAX: '0' });
