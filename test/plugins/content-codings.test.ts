@@ -186,12 +186,20 @@ describe('COMPRESSION and COMPRESSION_MIN_BYTES', () => {
     const [, connect] = transports[1];
     const client = await connect({ compression: false });
     try {
-      for (const path of ['/openapi.json', '/api/hello', '/metrics']) {
+      for (const path of ['/openapi.json', '/api/hello', '/metrics', `/docs/${'a'.repeat(2000)}`, '/docs/json']) {
         const res = await client.send({ path, headers: { 'accept-encoding': 'gzip, br, deflate' } });
-        assert.equal(res.status, 200, path);
+        assert.equal(res.status, path.startsWith('/docs/a') ? 404 : 200, path);
         assert.equal(res.headers['content-encoding'], undefined, path);
         assert.doesNotMatch(String(res.headers.vary), /Accept-Encoding/, path);
       }
+      // The profile's 304 is still given, for the plain tag.
+      const tag = String((await client.send({ path: '/api/profile' })).headers.etag);
+      const res = await client.send({
+        path: '/api/profile',
+        headers: { 'accept-encoding': 'gzip', 'if-none-match': tag },
+      });
+      assert.equal(res.status, 304);
+      assert.equal(res.headers.etag, tag);
     } finally {
       await client.close();
     }
