@@ -189,7 +189,8 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   await app.register(validationPlugin);
   await app.register(jsonBodyPlugin, { http2: config.http2 });
   // Before fault injection, whose paced or broken answers are then of the coded bytes.
-  if (config.compression) await app.register(contentCodingsPlugin, { minBytes: config.compressionMinBytes });
+  const codings = { minBytes: config.compression ? config.compressionMinBytes : null };
+  await app.register(contentCodingsPlugin, codings);
   // First of the request hooks: it sets every response's headers, and answers CORS preflights.
   await app.register(responseHeadersPlugin, { headers });
   // Before versioning: a request HTTP itself refuses is refused whatever version it asks for.
@@ -301,7 +302,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
       }
       await service.register(openapiRoute);
       await service.register(asyncapiRoute, { contextPath: config.contextPath });
-      await service.register(docsRoutes, { contextPath: config.contextPath, errors: errorsPlugin });
+      await service.register(docsRoutes, { contextPath: config.contextPath, errors: errorsPlugin, codings });
       if (config.metricsEnabled) await service.register(metricsRoute);
     },
     { prefix },

@@ -267,7 +267,7 @@ export function payloadTooLarge(limit: number): ApiError {
 
 /** A 415 for a body in content codings the service does not decode; `Accept-Encoding` lists those it does. */
 export function unsupportedContentCoding(sent: string, decoded: readonly string[], why: string): ApiError {
-  return apiError(415, `The content coding ${sent || '(empty)'} is not supported: ${why}.`, [], {
+  return apiError(415, `The content coding ${sent} is not supported: ${why}.`, [], {
     'accept-encoding': decoded.join(', '),
   });
 }

@@ -1,4 +1,5 @@
 import { uncodedOpaque } from '../lib/content-coding.js';
+import { parseEntityTags } from '../lib/entity-tags.js';
 
 /**
  * The profile's rules, free of HTTP and of storage: what a partial update and a replacement
@@ -40,31 +41,6 @@ export function entityTag(version: number): string {
   return `"${version}"`;
 }
 
-interface EntityTag {
-  weak: boolean;
-  opaque: string;
-}
-
-// One list element: an entity tag (`"3"`, `W/"3"`) followed by the end or a comma, or
-// anything else up to the next comma. Tags may contain commas, so the list is not split on them.
-const LIST_ELEMENT = /[\s,]*(?:(W\/)?"([^"]*)"[ \t]*(?=,|$)|[^,]*)/y;
-
-/**
- * The entity tags of an `If-Match` or `If-None-Match` value: `*`, or the list's tags. Elements
- * that are not entity tags (`3` without quotes, say) are dropped, so they match nothing.
- */
-function parseEntityTags(header: string): '*' | EntityTag[] {
-  if (header.trim() === '*') return '*';
-  const tags: EntityTag[] = [];
-  LIST_ELEMENT.lastIndex = 0;
-  while (LIST_ELEMENT.lastIndex < header.length) {
-    const match = LIST_ELEMENT.exec(header);
-    if (match === null) break;
-    if (match[2] !== undefined) tags.push({ weak: match[1] !== undefined, opaque: match[2] });
-  }
-  return tags;
-}
-
 /**
  * Whether a precondition header names the current version. Our tags are strong, so strong
  * comparison (If-Match) only fails a weak tag, and weak comparison (If-None-Match) ignores `W/`.
@@ -88,7 +64,8 @@ export type PreconditionOutcome = 'proceed' | 'if-match-failed' | 'if-none-match
 /**
  * RFC 9110, 13.2.2, for a resource that always exists and has no modification date: first
  * If-Match, which fails when it names no current tag; then If-None-Match, which fails when it
- * does name it (a GET or HEAD then answers 304, any other method 412).
+ * does name it (a write then answers 412). A read's If-None-Match is weighed as its answer goes
+ * out, against the tag of the coding it goes in (`plugins/content-codings.ts`).
  */
 export function evaluatePreconditions({ ifMatch, ifNoneMatch }: Preconditions, version: number): PreconditionOutcome {
   if (ifMatch !== undefined && !matches(ifMatch, version, 'strong')) return 'if-match-failed';

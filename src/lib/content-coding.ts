@@ -1,5 +1,6 @@
 import type { Transform } from 'node:stream';
 import zlib from 'node:zlib';
+import { listElements } from './header-list.js';
 import { Turns } from './turns.js';
 
 /**
@@ -187,8 +188,8 @@ export function preferredCoding(header: string | readonly string[] | undefined):
 
 function negotiate(header: string): Coding | null {
   const weights = new Map<string, number>();
-  for (const element of header.split(',')) {
-    const match = ELEMENT.exec(element.trim());
+  for (const element of listElements(header)) {
+    const match = ELEMENT.exec(element);
     if (match === null) continue;
     const [, token = '', q] = match;
     if (q !== undefined && !QVALUE.test(q)) continue;

@@ -29,8 +29,8 @@ const SINGLE_FIELDS = [
   ['content-type', 'Content-Type'],
 ] as const;
 
-/** The one transfer coding the service reads: chunked alone. */
-const CHUNKED = /^[ \t]*chunked[ \t]*$/i;
+/** The one transfer coding the service reads: chunked alone, empty list elements ignored (RFC 9110, 5.6.1). */
+const CHUNKED = /^[ \t,]*chunked[ \t,]*$/i;
 
 /** A Transfer-Encoding whose last coding is chunked, as Node's parser reads it: it then reads the chunks. */
 const CHUNKED_LAST = /(?:^|,)[ \t]*chunked[ \t]*$/i;

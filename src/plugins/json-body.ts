@@ -11,6 +11,7 @@ import {
   unsupportedContentCoding,
 } from '../errors.js';
 import { CODINGS, type Decoder, decoderOf, zstdFrames } from '../lib/content-coding.js';
+import { listElements } from '../lib/header-list.js';
 import { Turns } from '../lib/turns.js';
 
 declare module 'fastify' {
@@ -249,16 +250,11 @@ const decodedBody: preParsingHookHandler = (request, reply, payload, done) => {
   if (sent === undefined) return done(null, payload);
   // Repeated, the field is one list (RFC 9110, 5.3), however the protocol's parser hands it over.
   const header = String(sent);
-  const codings = header
-    .split(',')
-    .map((coding) => coding.trim().toLowerCase())
-    .filter((coding) => coding !== 'identity');
+  const codings = listElements(header.toLowerCase()).filter((coding) => coding !== 'identity');
   if (codings.length === 0) return done(null, payload);
   const unknown = codings.find((coding) => !isDecoded(coding));
   if (unknown !== undefined) {
-    return done(
-      unsupportedContentCoding(header, DECODED, `${unknown || '(empty)'} is not one of ${DECODED.join(', ')}`),
-    );
+    return done(unsupportedContentCoding(header, DECODED, `${unknown} is not one of ${DECODED.join(', ')}`));
   }
   if (codings.length > MAX_CODINGS) {
     return done(unsupportedContentCoding(header, DECODED, `at most ${MAX_CODINGS} codings are decoded`));

@@ -98,7 +98,6 @@ const PREFLIGHT_HEADERS: HeaderSet = {
   'access-control-allow-methods': METHODS.join(', '),
   'access-control-allow-headers': ALLOWED_HEADERS.join(', '),
   'access-control-max-age': String(PREFLIGHT_MAX_AGE),
-  'content-length': '0',
 };
 
 /** The kinds of answer, each with its own fixed headers. */

@@ -3,6 +3,7 @@ import type { IncomingMessage } from 'node:http';
 import Fastify, { type FastifyInstance, type FastifyPluginAsync, type FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
 import { onFirstUse } from '../lib/compile-on-first-use.js';
+import { type ContentCodingsOptions, contentCodingsPlugin } from '../plugins/content-codings.js';
 
 /** The OpenAPI document as `app.openapi()` makes it. */
 type OpenapiDocument = Awaited<ReturnType<FastifyInstance['openapi']>>;
@@ -11,6 +12,8 @@ export interface DocsOptions {
   contextPath: string;
   /** The service's error handling (`plugins/errors.ts`), for what the page's own app answers. */
   errors: FastifyPluginAsync;
+  /** The service's content codings (`plugins/content-codings.ts`), in which the page's own app answers too. */
+  codings: ContentCodingsOptions;
 }
 
 /**
@@ -75,10 +78,10 @@ async function swaggerUiPage(
  * own, when the page is first asked for. The service routes the page's paths itself, so that they
  * get what every request gets (the id, a page's headers, set with every other response's in
  * `response-headers.ts`, the log line, the metrics), then hands each request to that app, which
- * answers it with the same id and the service's own error handling, and reports a failure back to
- * the request's log line. The redirect of `INDEX_HTML` is the service's own.
+ * answers it with the same id, the service's own error handling and content codings, and reports
+ * a failure back to the request's log line. The redirect of `INDEX_HTML` is the service's own.
  */
-export async function docsRoutes(app: FastifyInstance, { contextPath, errors }: DocsOptions): Promise<void> {
+export async function docsRoutes(app: FastifyInstance, { contextPath, errors, codings }: DocsOptions): Promise<void> {
   const prefix = contextPath === '/' ? '' : contextPath;
   const forwarded = new WeakMap<IncomingMessage, FastifyRequest>();
   const page = onFirstUse(async () => {
@@ -87,6 +90,7 @@ export async function docsRoutes(app: FastifyInstance, { contextPath, errors }: 
       genReqId: (raw) => forwarded.get(raw)?.id ?? randomUUID(),
     });
     await served.register(errors);
+    await served.register(contentCodingsPlugin, codings);
     served.addHook('onSend', async (request) => {
       const outer = forwarded.get(request.raw);
       if (outer !== undefined && request.failure != null) outer.failure = request.failure;

@@ -91,7 +91,10 @@ export const FieldsBody = Type.Object(
 
 const ReadHeaders = Type.Object({
   'if-none-match': Type.Optional(
-    Type.String({ description: 'ETags, or `*`: 304 when one names the current version (weak comparison).' }),
+    Type.String({
+      description:
+        'ETags, or `*`: 304 when one names the tag the 200 would carry, that of the version in the coding chosen for this request (weak comparison).',
+    }),
   ),
   'if-match': Type.Optional(Type.String({ description: 'ETags, or `*`: 412 when none names the current version.' })),
 });
@@ -110,7 +113,7 @@ const WriteHeaders = Type.Object({
 
 const NOT_MODIFIED = {
   type: 'null',
-  description: 'Not modified: If-None-Match names the current version. No body.',
+  description: 'Not modified: If-None-Match names the tag the 200 would carry, which this answer carries. No body.',
   headers: VERSION_HEADERS,
 } as const;
 
@@ -175,9 +178,9 @@ export const profileRoutes: FastifyPluginAsyncTypebox<ProfileRoutesOptions> = as
       },
     },
     async (request, reply) => {
-      const { current, notModified } = await readProfile(store, preconditionsOf(request.headers));
-      const answer = versionHeaders(reply, current.version);
-      return notModified ? answer.code(304).send() : answer.send(current.profile);
+      // An If-None-Match naming the tag this answer goes out with makes it a 304 (`plugins/content-codings.ts`).
+      const current = await readProfile(store, request.headers['if-match']);
+      return versionHeaders(reply, current.version).send(current.profile);
     },
   );
 

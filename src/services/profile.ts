@@ -20,18 +20,14 @@ export const MAX_WRITE_ATTEMPTS = 20;
 const MAX_PAUSE_MS = 250;
 
 /**
- * The current profile, if the preconditions allow reading it, and whether the client's copy is
- * current: If-None-Match names its version (for the safe method that asks, a 304).
+ * The current profile, if If-Match allows reading it. If-None-Match is not weighed here: its 304
+ * depends on the coding the answer goes in (`plugins/content-codings.ts`).
  */
-export async function readProfile(
-  store: ProfileStore,
-  preconditions: Preconditions,
-): Promise<{ current: ProfileSnapshot; notModified: boolean }> {
+export async function readProfile(store: ProfileStore, ifMatch: string | undefined): Promise<ProfileSnapshot> {
   const current = await store.get();
-  const outcome = evaluatePreconditions(preconditions, current.version);
-  if (outcome === 'if-none-match-failed') return { current, notModified: true };
+  const outcome = evaluatePreconditions({ ifMatch }, current.version);
   if (outcome !== 'proceed') throw preconditionFailed(outcome);
-  return { current, notModified: false };
+  return current;
 }
 
 function preconditionFailed(outcome: Exclude<PreconditionOutcome, 'proceed'>) {

@@ -83,6 +83,44 @@ for (const [transport, connect] of transports) {
       assert.equal(res.headers.vary, 'Accept-Encoding, Origin');
     });
 
+    it("says every answer it codes varies by Accept-Encoding, on the documentation page's paths too", async () => {
+      const long = 'a'.repeat(2000);
+      for (const path of [`/docs/${long}`, `/docs/static/${long}`, `/api/${long}`]) {
+        const coded = await client.send({ path, headers: { 'accept-encoding': 'br' } });
+        assert.equal(coded.status, 404, path);
+        assert.equal(coded.headers['content-encoding'], 'br', path);
+        assert.match(String(coded.headers.vary), /\bAccept-Encoding\b/, path);
+        assert.equal(coded.json().error.code, 'NOT_FOUND');
+        // The plain answer varies as much: a cache must not give it to a client that takes br.
+        const plain = await client.send({ path });
+        assert.equal(plain.headers['content-encoding'], undefined, path);
+        assert.match(String(plain.headers.vary), /\bAccept-Encoding\b/, path);
+      }
+      // The page itself, under COMPRESSION_MIN_BYTES, varies by Origin alone.
+      assert.equal(
+        (await client.send({ path: '/docs/', headers: { 'accept-encoding': 'br' } })).headers.vary,
+        'Origin',
+      );
+    });
+
+    it("sends the documentation's documents, /docs/json and /docs/yaml, in each coding, HEAD alike", async () => {
+      const document = (await client.send({ path: '/openapi.json', headers: PLAIN })).json();
+      const yaml = await client.send({ path: '/docs/yaml', headers: PLAIN });
+      assert.equal(yaml.headers['content-encoding'], undefined);
+      for (const coding of CODINGS) {
+        const headers = { 'accept-encoding': coding };
+        const json = await client.send({ path: '/docs/json', headers });
+        assertCoded(json, coding);
+        assert.deepEqual(json.json(), document, coding);
+        const codedYaml = await client.send({ path: '/docs/yaml', headers });
+        assertCoded(codedYaml, coding);
+        assert.equal(codedYaml.text, yaml.text, coding);
+        const head = await client.send({ method: 'HEAD', path: '/docs/json', headers });
+        assert.equal(head.headers['content-encoding'], coding);
+        assert.equal(head.headers['content-length'], json.headers['content-length']);
+      }
+    });
+
     it('codes an error envelope over the threshold like any answer', async () => {
       const value = 'x'.repeat(4000);
       const res = await client.send({
@@ -148,12 +186,20 @@ describe('COMPRESSION and COMPRESSION_MIN_BYTES', () => {
     const [, connect] = transports[1];
     const client = await connect({ compression: false });
     try {
-      for (const path of ['/openapi.json', '/api/hello', '/metrics']) {
+      for (const path of ['/openapi.json', '/api/hello', '/metrics', `/docs/${'a'.repeat(2000)}`, '/docs/json']) {
         const res = await client.send({ path, headers: { 'accept-encoding': 'gzip, br, deflate' } });
-        assert.equal(res.status, 200, path);
+        assert.equal(res.status, path.startsWith('/docs/a') ? 404 : 200, path);
         assert.equal(res.headers['content-encoding'], undefined, path);
         assert.doesNotMatch(String(res.headers.vary), /Accept-Encoding/, path);
       }
+      // The profile's 304 is still given, for the plain tag.
+      const tag = String((await client.send({ path: '/api/profile' })).headers.etag);
+      const res = await client.send({
+        path: '/api/profile',
+        headers: { 'accept-encoding': 'gzip', 'if-none-match': tag },
+      });
+      assert.equal(res.status, 304);
+      assert.equal(res.headers.etag, tag);
     } finally {
       await client.close();
     }

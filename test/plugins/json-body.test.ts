@@ -41,6 +41,7 @@ function encoded(text: string, contentEncoding: string): Buffer {
   return contentEncoding
     .split(',')
     .map((coding) => coding.trim().toLowerCase())
+    .filter((coding) => coding !== '')
     .reduce<Buffer>((body, coding) => (ENCODERS[coding] as (body: Buffer) => Buffer)(body), Buffer.from(text));
 }
 
@@ -100,6 +101,11 @@ for (const [transport, connect] of transports) {
       'gzip, br',
       'deflate, identity, gzip',
       CODINGS.slice(0, 3).join(','),
+      // Empty list elements are no elements (RFC 9110, 5.6.1).
+      'gzip,,br',
+      'gzip,,',
+      ', gzip',
+      ' , ',
     ]) {
       it(`decodes Content-Encoding: ${contentEncoding}, the bytes exact`, async () => {
         assertEchoed(await echo(encoded(EXACT, contentEncoding), contentEncoding), EXACT);
@@ -121,7 +127,7 @@ for (const [transport, connect] of transports) {
       assert.equal(error.message, 'The request body is larger than the limit of 65536 bytes.');
     });
 
-    for (const contentEncoding of ['compress', 'gzip, compress', 'sdch', 'gzip;q=1', 'gzip,,br']) {
+    for (const contentEncoding of ['compress', 'gzip, compress', 'sdch', 'gzip;q=1', ',compress,']) {
       it(`refuses Content-Encoding: ${contentEncoding} with 415, listing the codings decoded`, async () => {
         const res = await echo(encoded('{}', 'gzip'), contentEncoding);
         const error = assertEnvelope(res, 415, 'UNSUPPORTED_MEDIA_TYPE');

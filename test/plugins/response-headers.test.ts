@@ -71,6 +71,8 @@ for (const [transport, connectClient] of transports) {
         const res = await client.send(preflight(path, OTHER, method, headers));
         assert.equal(res.status, 204, `${path} ${res.text}`);
         assert.equal(res.text, '');
+        // RFC 9110 (8.6): a 204 carries no Content-Length.
+        assert.equal(res.headers['content-length'], undefined);
         assert.equal(res.headers['access-control-allow-origin'], '*');
         assert.equal(res.headers['access-control-allow-methods'], 'GET, HEAD, POST, PUT, PATCH');
         assert.equal(

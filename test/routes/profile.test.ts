@@ -66,12 +66,15 @@ function assertProfile(res: TestResponse, profile: Profile, version: number): vo
   assert.equal(res.text, JSON.stringify({ name: profile.name, email: profile.email, bio: profile.bio }));
 }
 
-function assertNotModified(res: TestResponse, version: number): void {
+/** Asserts a 304 tagged as the 200 to the same request would be (`"3"`, or `"3-br"` in br), with no body and no Content-Length. */
+function assertNotModified(res: TestResponse, version: number, coding?: string): void {
   assert.equal(res.status, 304, res.text);
   assert.equal(res.text, '');
-  assert.equal(res.headers.etag, `"${version}"`);
+  assert.equal(res.headers.etag, coding === undefined ? `"${version}"` : `"${version}-${coding}"`);
   assert.equal(res.headers['cache-control'], 'no-cache');
   assert.equal(res.headers['content-type'], undefined);
+  assert.equal(res.headers['content-length'], undefined);
+  assert.equal(res.headers['content-encoding'], undefined);
   assert.equal(typeof res.headers['x-request-id'], 'string');
 }
 
@@ -866,14 +869,35 @@ for (const [transport, connect] of transports) {
       assertProfile(await suite.profile.get({ 'accept-encoding': 'gzip' }), ADA, 3);
     });
 
-    it('answers If-None-Match with the tag of any coding with 304, tagged as the client has it', async () => {
+    it('answers If-None-Match naming the tag its 200 would carry, in the coding chosen now, with 304 carrying that tag', async () => {
       await suite.profile.write('PUT', LONG);
-      const res = await suite.profile.get({ 'accept-encoding': 'gzip', 'if-none-match': '"2-gzip"' });
-      assert.equal(res.status, 304);
-      assert.equal(res.headers.etag, '"2-gzip"');
-      assertNotModified(await suite.profile.get({ 'if-none-match': '"2-gzip"' }), 2);
-      assertNotModified(await suite.profile.get({ 'if-none-match': 'W/"2-br"' }, 'HEAD'), 2);
-      assertProfile(await suite.profile.get({ 'if-none-match': '"1-gzip"' }), LONG, 2);
+      for (const method of ['GET', 'HEAD']) {
+        const gzip = { 'accept-encoding': 'gzip' };
+        assertNotModified(await suite.profile.get({ ...gzip, 'if-none-match': '"2-gzip"' }, method), 2, 'gzip');
+        assertNotModified(await suite.profile.get({ ...gzip, 'if-none-match': 'W/"2-gzip"' }, method), 2, 'gzip');
+        assertNotModified(await suite.profile.get({ ...gzip, 'if-none-match': '"1", "2-gzip"' }, method), 2, 'gzip');
+        assertNotModified(await suite.profile.get({ ...gzip, 'if-none-match': '*' }, method), 2, 'gzip');
+        assertNotModified(await suite.profile.get({ 'if-none-match': '"2"' }, method), 2);
+        assertNotModified(await suite.profile.get({ 'if-none-match': '*' }, method), 2);
+      }
+    });
+
+    it('answers If-None-Match naming the version in another coding than the one chosen now with the 200 and its tag', async () => {
+      await suite.profile.write('PUT', LONG);
+      // The plain copy, to a client that now takes br: RFC 9110 (13.1.2) compares the selected representation's tag.
+      const plain = await suite.profile.get({ 'accept-encoding': 'br', 'if-none-match': '"2"' });
+      assert.equal(plain.headers['content-encoding'], 'br');
+      assertProfile(plain, LONG, 2);
+      // A client that no longer takes gzip holds no copy it can use.
+      const refused = await suite.profile.get({ 'accept-encoding': 'identity', 'if-none-match': '"2-gzip"' });
+      assert.equal(refused.headers['content-encoding'], undefined);
+      assertProfile(refused, LONG, 2);
+      assertProfile(await suite.profile.get({ 'if-none-match': 'W/"2-br"' }), LONG, 2);
+      assertProfile(await suite.profile.get({ 'accept-encoding': 'gzip', 'if-none-match': '"1-gzip"' }), LONG, 2);
+      // Under COMPRESSION_MIN_BYTES the answer goes plain whatever the client takes: its tag is the plain one.
+      await suite.profile.write('PUT', ADA);
+      assertNotModified(await suite.profile.get({ 'accept-encoding': 'br', 'if-none-match': '"3"' }), 3);
+      assertProfile(await suite.profile.get({ 'accept-encoding': 'br', 'if-none-match': '"3-br"' }), ADA, 3);
     });
 
     it('keeps a client behind a compressing proxy safe from lost updates: the coded tag it read writes once', async () => {
