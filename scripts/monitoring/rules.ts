@@ -86,6 +86,11 @@ const ALERT_WINDOWS = [...new Set([...FAST_BURN, ...SLOW_BURN].flatMap(({ long, 
 
 /** The window over which a deployment's readiness is averaged to tell a crash loop. */
 const CRASH_LOOP_WINDOW = 15 * MINUTE;
+/**
+ * How often the deployments' readiness and its page are evaluated, whatever the server's default
+ * (a minute unless set): a dead service is seen one scrape and at most this long after it dies.
+ */
+const DEPLOYMENT_EVALUATION = 15;
 
 export const OBJECTIVES: Record<Slo, number> = { availability: AVAILABILITY_OBJECTIVE, latency: LATENCY_OBJECTIVE };
 
@@ -314,11 +319,12 @@ export function rules(options: RuleOptions = {}): RuleGroup[] {
       'GreetingServiceFaultsInjected',
       `sum by (${INSTANCE}) (\n  ${ofService(`rate(${series('faults_injected_total')}[${scale(5 * MINUTE)}])`, scale(5 * MINUTE))}\n) > 0\n` +
         `unless on (${INSTANCE}) max_over_time(${series('faults_expected')}[${scale(5 * MINUTE)}]) == 1`,
-      MINUTE,
+      // Any fault injected is one too many here: nothing to wait out.
+      0,
       'critical',
       `Faults are injected into ${WHICH}, where they are not expected`,
-      '{{ $labels.instance }} has injected {{ $value | humanize }} faults per second (FAULT_ settings or fault headers) ' +
-        'for a minute, and its FAULTS_EXPECTED is not true: its clients get errors and delays on purpose, which no SLO counts.',
+      '{{ $labels.instance }} has injected {{ $value | humanize }} faults per second over the last 5 minutes (FAULT_ settings or fault headers), ' +
+        'and its FAULTS_EXPECTED is not true: its clients get errors and delays on purpose, which no SLO counts.',
     ),
     alert(
       'GreetingServiceNotReady',
@@ -331,7 +337,7 @@ export function rules(options: RuleOptions = {}): RuleGroup[] {
     ),
     alert(
       'GreetingServiceRedisUnreachable',
-      `max_over_time(${series('store_up', 'store="redis"')}[${scale(2 * MINUTE)}]) == 0`,
+      ofService(`max_over_time(${series('store_up', 'store="redis"')}[${scale(2 * MINUTE)}]) == 0`, scale(2 * MINUTE)),
       0,
       'critical',
       'Redis cannot serve the service',
@@ -371,7 +377,11 @@ export function rules(options: RuleOptions = {}): RuleGroup[] {
     { name: 'greeting-service-slo-window', interval: scale(SLO_WINDOW_EVALUATION_SECONDS), rules: sloWindow },
     { name: 'greeting-service-slo-burn', rules: burns },
     // In one group, so that the alerts read what the rules before them recorded at the same time.
-    { name: 'greeting-service-deployments', rules: [...deployments, unavailable, down] },
+    {
+      name: 'greeting-service-deployments',
+      interval: scale(DEPLOYMENT_EVALUATION),
+      rules: [...deployments, unavailable, down],
+    },
     { name: 'greeting-service', rules: instances },
   ];
 }

@@ -110,6 +110,50 @@ describe('deploy/prometheus and deploy/grafana', () => {
     );
   });
 
+  it("the dashboard: the page's burn rates drawn as lines, the budget red once spent, rates per second, namespace and instance variables", () => {
+    interface Panel {
+      title: string;
+      fieldConfig?: {
+        defaults: {
+          unit?: string;
+          thresholds?: { steps: { color: string; value: number | null }[] };
+          custom?: { thresholdsStyle?: { mode: string } };
+        };
+      };
+      targets?: { expr: string }[];
+    }
+    const model = JSON.parse(read(DASHBOARD_FILE)) as { panels: Panel[]; templating: { list: { name: string }[] } };
+    const panels = model.panels.filter((panel) => panel.targets !== undefined);
+    const burns = panels.filter((panel) => panel.title.endsWith('burn rate'));
+    assert.equal(burns.length, 2);
+    for (const panel of burns) {
+      const { thresholds, custom } = panel.fieldConfig?.defaults ?? {};
+      assert.deepEqual(
+        thresholds?.steps.map((step) => step.value),
+        [null, 6, 14.4],
+        panel.title,
+      );
+      assert.equal(custom?.thresholdsStyle?.mode, 'line', panel.title);
+    }
+    const budgets = panels.filter((panel) => panel.title.endsWith('error budget left'));
+    assert.equal(budgets.length, 2);
+    for (const panel of budgets) {
+      assert.deepEqual(panel.fieldConfig?.defaults.thresholds?.steps, [
+        { color: 'red', value: null },
+        { color: 'green', value: 0 },
+      ]);
+    }
+    for (const panel of panels) {
+      if (panel.targets?.some((target) => /\brate\(/.test(target.expr))) {
+        assert.notEqual(panel.fieldConfig?.defaults.unit, 'short', `${panel.title}: a rate's unit`);
+      }
+    }
+    assert.deepEqual(
+      model.templating.list.map((variable) => variable.name),
+      ['datasource', 'namespace', 'instance'],
+    );
+  });
+
   it('rules.promtool.yml makes every alert fire and stay silent, and checks every recording rule', () => {
     const { tests } = parse(readFileSync(PROMTOOL_TESTS, 'utf8')) as PromtoolTests;
     const cases = tests.flatMap((test) => test.alert_rule_test ?? []);
