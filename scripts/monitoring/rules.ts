@@ -268,12 +268,12 @@ export function rules(options: RuleOptions = {}): RuleGroup[] {
       expr:
         `max by (${INSTANCE}) (timestamp(${series('service_ready')}))\nor\n` +
         `  max by (${INSTANCE}) (max_over_time(${LAST_SEEN}{${OWN}}[${scale(HOUR)}])) > time() - ${num(DEPLOYMENT_MEMORY_SECONDS / timeScale)}`,
-      labels: own,
+      labels: { ...own },
     },
     {
       record: READY,
       expr: `max by (${DEPLOYMENT}) (${series('service_ready')})\nor\n  0 * max by (${DEPLOYMENT}) (${LAST_SEEN}{${OWN}})`,
-      labels: own,
+      labels: { ...own },
     },
   ];
 
