@@ -248,6 +248,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
       isApiPath,
       requestLog,
       registry: config.metricsEnabled ? app.metricsRegistry : null,
+      expected: config.faultsExpected,
       shutdownTimeoutMs: config.shutdownTimeoutMs,
     });
   }

@@ -1,11 +1,23 @@
-import { API, burnThresholds, num, OBJECTIVES, ofInstances, ofService, type Slo, series, sliRecord } from './rules.js';
+import {
+  API,
+  burnThresholds,
+  fastBurnRates,
+  num,
+  OBJECTIVES,
+  OWN,
+  ofService,
+  type Slo,
+  series,
+  sliRecord,
+  TIMED,
+} from './rules.js';
 import { LATENCY_THRESHOLD_SECONDS } from './settings.js';
 
 /**
  * The Grafana dashboard (its JSON model), made from the same settings and selectors as the rules:
  * traffic, errors, latency, the SLOs' budgets and burn, the rate limit, faults, open streams, the
- * process and the store. Its one variable is the data source; rates are over 5 minutes, which
- * spans several scrapes at any usual interval, and every query is PromQL as it stands.
+ * process and the store. Its variables are the data source, the namespace and the instance (all
+ * of each by default); rates are over 5 minutes, which spans several scrapes at any usual interval.
  */
 
 /** A panel's query, and whether a running service may give it no data. */
@@ -14,6 +26,12 @@ export interface PanelQuery {
   expr: string;
   /** The streams' series: none until the service has WebSocket and event streams. */
   mayBeEmpty: boolean;
+}
+
+/** Grafana's thresholds: a colour from each value up; `line` draws them on a time series. */
+interface Thresholds {
+  steps: { color: string; value: number | null }[];
+  line?: boolean;
 }
 
 interface Target {
@@ -33,15 +51,26 @@ interface PanelSpec {
   width?: number;
   min?: number;
   max?: number;
+  thresholds?: Thresholds;
 }
 
 const RATE = '5m';
 const DATASOURCE = { type: 'prometheus', uid: `\${datasource}` };
 
-/** The rate of the service's series of `selector`. */
-const rate = (selector: string) => ofService(`rate(${selector}[${RATE}])`);
-/** The service's series of `selector`. */
-const gauge = (selector: string) => ofService(selector);
+/** The matchers of the variables: the namespaces and instances picked (`.*` for all). */
+export const VARIABLES = { namespace: 'namespace=~"$namespace"', instance: 'instance=~"$instance"' };
+const PICKED = [VARIABLES.namespace, VARIABLES.instance];
+
+/** The service's series of the metric, of the namespaces and instances picked. */
+const picked = (name: string, ...matchers: string[]) => series(name, ...matchers, ...PICKED);
+/** The rate of the service's series of the metric. */
+const rate = (name: string, ...matchers: string[]) => ofService(`rate(${picked(name, ...matchers)}[${RATE}])`, RATE);
+/** The service's series of the metric (a gauge). */
+const gauge = (name: string, ...matchers: string[]) => ofService(picked(name, ...matchers), RATE);
+/** A recorded series of the service's, of the namespaces picked. */
+const recorded = (record: string, slo: Slo) => `${record}{${OWN},slo="${slo}",${VARIABLES.namespace}}`;
+
+const [PAGE_FAST, PAGE_SLOW] = fastBurnRates() as [number, number];
 
 const SLO_TITLES: Record<Slo, string> = {
   availability: `Availability: /api answers not 5xx, objective ${num(OBJECTIVES.availability * 100)}%`,
@@ -61,7 +90,13 @@ function rows(): { title: string; panels: PanelSpec[] }[] {
             unit: 'percentunit',
             stat: true,
             width: 6,
-            targets: [{ expr: `slo:error_budget:remaining_ratio{slo="${slo}"}`, legend: 'budget left' }],
+            thresholds: {
+              steps: [
+                { color: 'red', value: null },
+                { color: 'green', value: 0 },
+              ],
+            },
+            targets: [{ expr: recorded('slo:error_budget:remaining_ratio', slo), legend: '{{job}} {{namespace}}' }],
           }),
         ),
         ...slos.map(
@@ -70,9 +105,18 @@ function rows(): { title: string; panels: PanelSpec[] }[] {
             description: `How many times as fast as the SLO allows the ${slo} budget is being spent; 1 spends it exactly over the window. The alerts page above ${burnThresholds('fast')}, and open a ticket above ${burnThresholds('slow')}.`,
             unit: 'none',
             width: 6,
+            // The page's two burn rates as lines: 6 (over 6 h and 30 m) and 14.4 (over 1 h and 5 m).
+            thresholds: {
+              line: true,
+              steps: [
+                { color: 'green', value: null },
+                { color: 'orange', value: PAGE_SLOW },
+                { color: 'red', value: PAGE_FAST },
+              ],
+            },
             targets: ['5m', '1h', '6h', '3d'].map((window) => ({
-              expr: `${sliRecord(seconds(window))}{slo="${slo}"} / on (slo) (1 - slo:objective:ratio)`,
-              legend: `over ${window}`,
+              expr: `${recorded(sliRecord(seconds(window)), slo)} / on (service, slo) group_left () (1 - slo:objective:ratio{${OWN}})`,
+              legend: `{{job}} {{namespace}} over ${window}`,
             })),
           }),
         ),
@@ -85,7 +129,7 @@ function rows(): { title: string; panels: PanelSpec[] }[] {
           title: 'Requests by route',
           description: 'Requests answered per second, by route template.',
           unit: 'reqps',
-          targets: [{ expr: `sum by (route) (${rate(series('http_requests_total'))})`, legend: '{{route}}' }],
+          targets: [{ expr: `sum by (route) (${rate('http_requests_total')})`, legend: '{{route}}' }],
         },
         {
           title: 'Errors by status',
@@ -93,17 +137,18 @@ function rows(): { title: string; panels: PanelSpec[] }[] {
           unit: 'reqps',
           targets: [
             {
-              expr: `sum by (status) (${rate(series('http_requests_total', 'status=~"[45].."'))})`,
+              expr: `sum by (status) (${rate('http_requests_total', 'status=~"[45].."')})`,
               legend: '{{status}}',
             },
           ],
         },
         {
           title: 'Latency of /api',
-          description: "Percentiles of the /api answers' durations, from the histogram's buckets.",
+          description:
+            "Percentiles of the /api answers' durations, from the histogram's buckets; the event stream's are not, as long as their clients listen.",
           unit: 's',
           targets: [0.5, 0.9, 0.99].map((quantile) => ({
-            expr: `histogram_quantile(${quantile}, sum by (le) (${rate(series('http_request_duration_seconds_bucket', API))}))`,
+            expr: `histogram_quantile(${quantile}, sum by (le) (${rate('http_request_duration_seconds_bucket', TIMED)}))`,
             legend: `p${quantile * 100}`,
           })),
         },
@@ -113,7 +158,7 @@ function rows(): { title: string; panels: PanelSpec[] }[] {
           unit: 'percentunit',
           targets: [
             {
-              expr: `(sum(${rate(series('http_requests_total', API, 'status="429"'))}) or vector(0)) / sum(${rate(series('http_requests_total', API))})`,
+              expr: `(sum(${rate('http_requests_total', API, 'status="429"')}) or vector(0)) / sum(${rate('http_requests_total', API)})`,
               legend: 'refused',
             },
           ],
@@ -124,7 +169,7 @@ function rows(): { title: string; panels: PanelSpec[] }[] {
           unit: 'reqps',
           targets: [
             {
-              expr: `sum by (kind, source) (${rate(series('faults_injected_total'))})`,
+              expr: `sum by (kind, source) (${rate('faults_injected_total')})`,
               legend: '{{kind}} ({{source}})',
             },
           ],
@@ -140,24 +185,24 @@ function rows(): { title: string; panels: PanelSpec[] }[] {
           unit: 'short',
           targets: [
             {
-              expr: `sum(${gauge(series('websocket_connections_open'))})`,
+              expr: `sum(${gauge('websocket_connections_open')})`,
               legend: 'WebSocket connections',
               mayBeEmpty: true,
             },
-            { expr: `sum(${gauge(series('event_streams_open'))})`, legend: 'event streams', mayBeEmpty: true },
+            { expr: `sum(${gauge('event_streams_open')})`, legend: 'event streams', mayBeEmpty: true },
           ],
         },
         {
           title: 'Stream messages',
           description: 'WebSocket messages and events sent per second.',
-          unit: 'short',
+          unit: 'cps',
           targets: [
             {
-              expr: `sum(${rate(series('websocket_messages_total'))})`,
+              expr: `sum(${rate('websocket_messages_total')})`,
               legend: 'WebSocket messages',
               mayBeEmpty: true,
             },
-            { expr: `sum(${rate(series('events_sent_total'))})`, legend: 'events sent', mayBeEmpty: true },
+            { expr: `sum(${rate('events_sent_total')})`, legend: 'events sent', mayBeEmpty: true },
           ],
         },
       ],
@@ -170,8 +215,8 @@ function rows(): { title: string; panels: PanelSpec[] }[] {
           description: 'Instances ready for traffic (service_ready), of those scraped (up).',
           unit: 'short',
           targets: [
-            { expr: `sum(${series('service_ready')})`, legend: 'ready' },
-            { expr: `sum(${ofService(series('up'))})`, legend: 'scraped' },
+            { expr: `sum(${picked('service_ready')})`, legend: 'ready' },
+            { expr: `sum(${gauge('up')})`, legend: 'scraped' },
           ],
         },
         {
@@ -180,42 +225,42 @@ function rows(): { title: string; panels: PanelSpec[] }[] {
           unit: 'short',
           min: 0,
           max: 1,
-          targets: [{ expr: series('store_up'), legend: '{{instance}} {{store}}' }],
+          targets: [{ expr: picked('store_up'), legend: '{{instance}} {{store}}' }],
         },
         {
           title: 'CPU',
           description: 'CPU time per second, per instance.',
           unit: 'percentunit',
-          targets: [{ expr: rate(series('process_cpu_seconds_total')), legend: '{{instance}}' }],
+          targets: [{ expr: rate('process_cpu_seconds_total'), legend: '{{instance}}' }],
         },
         {
           title: 'Memory',
           description: 'Resident memory and heap used, per instance.',
           unit: 'bytes',
           targets: [
-            { expr: ofInstances(series('process_resident_memory_bytes')), legend: '{{instance}} resident' },
-            { expr: ofInstances(series('nodejs_heap_size_used_bytes')), legend: '{{instance}} heap used' },
+            { expr: gauge('process_resident_memory_bytes'), legend: '{{instance}} resident' },
+            { expr: gauge('nodejs_heap_size_used_bytes'), legend: '{{instance}} heap used' },
           ],
         },
         {
           title: 'Event loop lag (p99)',
           description: 'How late the event loop runs what is due, per instance: every request there waits as long.',
           unit: 's',
-          targets: [{ expr: ofInstances(series('nodejs_eventloop_lag_p99_seconds')), legend: '{{instance}}' }],
+          targets: [{ expr: gauge('nodejs_eventloop_lag_p99_seconds'), legend: '{{instance}}' }],
         },
         {
           title: 'Restarts in the last hour',
           description: 'Times each instance started within the last hour.',
           unit: 'short',
           targets: [
-            { expr: ofInstances(`changes(${series('process_start_time_seconds')}[1h])`), legend: '{{instance}}' },
+            { expr: ofService(`changes(${picked('process_start_time_seconds')}[1h])`, '1h'), legend: '{{instance}}' },
           ],
         },
         {
           title: 'Log lines dropped',
           description: 'Log lines dropped per second because standard output had not taken the ones before them.',
-          unit: 'short',
-          targets: [{ expr: rate(series('log_lines_dropped_total')), legend: '{{instance}}' }],
+          unit: 'cps',
+          targets: [{ expr: rate('log_lines_dropped_total'), legend: '{{instance}}' }],
         },
       ],
     },
@@ -238,6 +283,24 @@ export function panelQueries(): PanelQuery[] {
       })),
     ),
   );
+}
+
+/** A variable of the values of a label of `service_ready`: several may be picked, all of them by default (`.*`). */
+function variable(name: string, label: string, query: string): Record<string, unknown> {
+  return {
+    name,
+    label,
+    type: 'query',
+    datasource: DATASOURCE,
+    query: { query, refId: name },
+    definition: query,
+    refresh: 2,
+    multi: true,
+    includeAll: true,
+    allValue: '.*',
+    current: { selected: true, text: ['All'], value: ['$__all'] },
+    sort: 1,
+  };
 }
 
 /** Grafana's JSON model of the dashboard. */
@@ -267,6 +330,12 @@ export function dashboard(): Record<string, unknown> {
             unit: panel.unit,
             ...(panel.min === undefined ? {} : { min: panel.min }),
             ...(panel.max === undefined ? {} : { max: panel.max }),
+            ...(panel.thresholds === undefined
+              ? {}
+              : {
+                  thresholds: { mode: 'absolute', steps: panel.thresholds.steps },
+                  ...(panel.thresholds.line ? { custom: { thresholdsStyle: { mode: 'line' } } } : {}),
+                }),
           },
           overrides: [],
         },
@@ -296,7 +365,11 @@ export function dashboard(): Record<string, unknown> {
     refresh: '30s',
     time: { from: 'now-6h', to: 'now' },
     templating: {
-      list: [{ name: 'datasource', label: 'Prometheus', type: 'datasource', query: 'prometheus', current: {} }],
+      list: [
+        { name: 'datasource', label: 'Prometheus', type: 'datasource', query: 'prometheus', current: {} },
+        variable('namespace', 'Namespace', `label_values(${series('service_ready')}, namespace)`),
+        variable('instance', 'Instance', `label_values(${series('service_ready', VARIABLES.namespace)}, instance)`),
+      ],
     },
     panels,
   };

@@ -2,22 +2,29 @@ import { DURATION_BUCKETS } from '../../src/plugins/metrics.js';
 import {
   API_ROUTES,
   AVAILABILITY_OBJECTIVE,
+  CRASH_LOOP_READY_SHARE,
+  DEPLOYMENT_LABELS,
+  DEPLOYMENT_MEMORY_SECONDS,
   EVENT_LOOP_LAG_SECONDS,
   INJECTED_FAULTS_SPEND_BUDGET,
   LATENCY_OBJECTIVE,
   LATENCY_THRESHOLD_SECONDS,
+  LONG_LIVED_ROUTES,
   RATE_LIMIT_REFUSED_SHARE,
   RESTARTS_PER_HOUR,
-  RUNBOOK_BASE,
+  RUNBOOK_BASE_URL,
+  SERVICE_NAME,
   SERVICE_SELECTOR,
+  SLO_WINDOW_EVALUATION_SECONDS,
   SLO_WINDOW_SECONDS,
 } from './settings.js';
 
 /**
- * The Prometheus rules, made from settings.ts: the SLIs recorded over the windows the alerts need,
- * the multi-window, multi-burn-rate alerts of the SRE workbook for each SLO, and the alerts on the
- * service's own state. `timeScale` divides every duration (windows, `for`), and nothing else, so
- * that a test can play hours in seconds on the same rules.
+ * The Prometheus rules, made from settings.ts: the SLIs of each deployment recorded over the
+ * windows the alerts need, the multi-window, multi-burn-rate alerts of the SRE workbook for each
+ * SLO, a page for a deployment with no instance ready, and the alerts on each instance's state.
+ * `timeScale` divides every duration (windows, `for`, intervals), and nothing else, so that a test
+ * can play hours in seconds on the same rules.
  */
 
 export interface RecordingRule {
@@ -36,14 +43,17 @@ export interface AlertingRule {
 
 export interface RuleGroup {
   name: string;
+  interval?: string;
   rules: (RecordingRule | AlertingRule)[];
 }
 
 export interface RuleOptions {
   /** Every duration divided by this: 60 plays an hour in a minute. */
   timeScale?: number;
-  /** Whether answers replaced by injected faults spend the budgets (settings.ts's choice by default). */
+  /** Whether answers injected faults touched count in the SLIs (settings.ts's choice by default). */
   injectedFaultsSpendBudget?: boolean;
+  /** The latency SLO's threshold in seconds (settings.ts's by default): a bound of the histogram's buckets. */
+  latencyThresholdSeconds?: number;
 }
 
 export type Slo = 'availability' | 'latency';
@@ -69,11 +79,18 @@ const SLOW_BURN: BurnWindows[] = [
   { long: 3 * DAY, short: 6 * HOUR, budgetShare: 0.1 },
 ];
 
-/** Every window an SLI is recorded over: those of the alerts, and the SLO's own. */
-const SLI_WINDOWS = [
-  ...new Set([...FAST_BURN, ...SLOW_BURN].flatMap(({ long, short }) => [short, long])),
-  SLO_WINDOW_SECONDS,
-].sort((a, b) => a - b);
+/** Every window an SLI is recorded over for the alerts; the SLO's own is recorded in a slower group of its own. */
+const ALERT_WINDOWS = [...new Set([...FAST_BURN, ...SLOW_BURN].flatMap(({ long, short }) => [short, long]))].sort(
+  (a, b) => a - b,
+);
+
+/** The window over which a deployment's readiness is averaged to tell a crash loop. */
+const CRASH_LOOP_WINDOW = 15 * MINUTE;
+/**
+ * How often the deployments' readiness and its page are evaluated, whatever the server's default
+ * (a minute unless set): a dead service is seen one scrape and at most this long after it dies.
+ */
+const DEPLOYMENT_EVALUATION = 15;
 
 export const OBJECTIVES: Record<Slo, number> = { availability: AVAILABILITY_OBJECTIVE, latency: LATENCY_OBJECTIVE };
 
@@ -98,54 +115,74 @@ function duration(seconds: number): string {
 /** The recorded SLI of an SLO over a window: the share of /api answers that spent its budget. */
 export const sliRecord = (window: number): string => `slo:errors:ratio_rate${duration(window)}`;
 
+/** Per instance: when it last exported `service_ready`, kept for DEPLOYMENT_MEMORY_SECONDS after. */
+export const LAST_SEEN = 'greeting_service:instance_last_seen:timestamp_seconds';
+/** Per deployment: 1 when an instance is ready, 0 when none is (though one was seen within the memory). */
+export const READY = 'greeting_service:deployment_ready:max';
+
+/** The labels of a deployment, and of an instance of it, as `by` and `on` list them. */
+export const DEPLOYMENT = DEPLOYMENT_LABELS.join(', ');
+export const INSTANCE = [...DEPLOYMENT_LABELS, 'instance'].join(', ');
+
+/** The matcher of this service's recorded series and alerts. */
+export const OWN = `service="${SERVICE_NAME}"`;
+
 /** A selector of a metric, narrowed by SERVICE_SELECTOR and `matchers`. */
 export function series(name: string, ...matchers: string[]): string {
   const all = [SERVICE_SELECTOR, ...matchers].filter((matcher) => matcher !== '');
   return all.length === 0 ? name : `${name}{${all.join(',')}}`;
 }
 
-/** `vector` with only the series of the service's jobs: those whose instances export `service_ready`. */
-export const ofService = (vector: string): string =>
-  `${vector} and on (job) group by (job) (${series('service_ready')})`;
-
-/** `vector` with only the series of the service's instances. */
-export const ofInstances = (vector: string): string => `${vector} and on (job, instance) ${series('service_ready')}`;
+/**
+ * `vector` with only the series of the service's instances: those that exported `service_ready`,
+ * which no other app does, at some time within `window`. Never empty for a missed scrape, and
+ * never another app's, though it shares the scrape job.
+ */
+export const ofService = (vector: string, window: string): string =>
+  `${vector} and on (${INSTANCE}) max_over_time(${series('service_ready')}[${window}])`;
 
 /** The matcher of the routes under /api. */
 export const API = `route=~"${API_ROUTES}"`;
+/** The matcher of the routes whose answers the latency SLO times: /api, but for those that last as long as their client listens. */
+export const TIMED = `${API},route!~"${LONG_LIVED_ROUTES}"`;
 
-/** The rate of `selector`'s series of the service over `window`, summed over every instance. */
-const sumRate = (selector: string, window: string) => `sum(${ofService(`rate(${selector}[${window}])`)})`;
-/** The same, 0 when the series is absent (no fault injected, no error yet). */
-const sumRateOr0 = (selector: string, window: string) => `(${sumRate(selector, window)} or vector(0))`;
-
-function sliExpression(slo: Slo, window: string, spend: boolean): string {
-  const counted = slo === 'availability' ? 'http_requests_total' : 'http_request_duration_seconds_count';
-  const total = sumRate(series(counted, API), window);
-  const injected = sumRateOr0(series('faults_injected_answers_total'), window);
-  let bad: string;
-  if (slo === 'availability') {
-    bad = sumRateOr0(series('http_requests_total', API, 'status=~"5.."'), window);
-    if (!spend) bad += `\n  - ${sumRateOr0(series('faults_injected_answers_total', 'status=~"5.."'), window)}`;
-  } else {
-    const fast = sumRate(
-      series('http_request_duration_seconds_bucket', API, `le="${LATENCY_THRESHOLD_SECONDS}"`),
-      window,
-    );
-    bad = `${total}\n  - ${fast}`;
-    // A delayed request is taken as slow for its delay alone (FAULT_DELAY_MS over the threshold).
-    if (!spend) bad += `\n  - ${sumRateOr0(series('faults_injected_total', 'kind="delay"'), window)}`;
-  }
-  const all = spend ? total : `${total}\n  - ${injected}`;
-  return `clamp_min(\n  ${bad},\n  0\n)\n/\n(\n  ${all}\n)`;
+/**
+ * The matcher of the histogram's bucket at `seconds`, whichever way Prometheus writes its bound:
+ * `0.1` as it is, `1` as `1` (Prometheus 2) or `1.0` (Prometheus 3).
+ */
+export function bucket(seconds: number): string {
+  const bound = num(seconds);
+  const pattern = Number.isInteger(seconds) ? `${bound}(\\\\.0+)?` : `${bound.replace('.', '\\\\.')}0*`;
+  return `le=~"${pattern}"`;
 }
 
-const runbook = (alert: string): string => `${RUNBOOK_BASE}#${alert.toLowerCase()}`;
+/** The rate of the service's series of `selector` over `window`, summed by deployment. */
+const sumRate = (selector: string, window: string) =>
+  `sum by (${DEPLOYMENT}) (\n    ${ofService(`rate(${selector}[${window}])`, window)}\n  )`;
+
+function sliExpression(slo: Slo, window: string, spend: boolean, threshold: number): string {
+  // Answers no fault touched; the label is empty (absent) on all others.
+  const real = spend ? [] : ['fault=""'];
+  if (slo === 'availability') {
+    const total = sumRate(series('http_requests_total', API, ...real), window);
+    const bad = sumRate(series('http_requests_total', API, ...real, 'status=~"5.."'), window);
+    // 0, not nothing, for a deployment without a 5xx.
+    return `(\n  ${bad}\nor\n  0 * ${total}\n)\n/\n  ${total}`;
+  }
+  const total = sumRate(series('http_request_duration_seconds_count', TIMED, ...real), window);
+  const fast = sumRate(series('http_request_duration_seconds_bucket', TIMED, ...real, bucket(threshold)), window);
+  return `(\n  ${total}\n-\n  ${fast}\n)\n/\n  ${total}`;
+}
+
+const runbook = (alert: string): string => `${RUNBOOK_BASE_URL}#${alert.toLowerCase()}`;
 
 const percent = (share: number): string => `${num(share * 100)}%`;
 
 /** The burn rate that spends a pair's share of the budget over its long window. */
 const burn = (pair: BurnWindows) => num((pair.budgetShare * SLO_WINDOW_SECONDS) / pair.long);
+
+/** The page's thresholds: the burn rate of each fast pair (14.4 and 6 for a 30-day window). */
+export const fastBurnRates = (): number[] => FAST_BURN.map((pair) => Number(burn(pair)));
 
 /** When a burn alert fires, in words: `14.4 over 1h and 5m, or 6 over 6h and 30m`. */
 export const burnThresholds = (speed: 'fast' | 'slow'): string =>
@@ -153,27 +190,36 @@ export const burnThresholds = (speed: 'fast' | 'slow'): string =>
     .map((pair) => `${burn(pair)} over ${duration(pair.long)} and ${duration(pair.short)}`)
     .join(', or ');
 
-function burnAlert(slo: Slo, speed: 'fast' | 'slow', scale: (seconds: number) => string): AlertingRule {
+/** Which deployment, in an alert's text: its job, and its namespace where it has one. */
+const WHICH = '{{ $labels.job }}{{ with $labels.namespace }} in {{ . }}{{ end }}';
+
+function burnAlert(
+  slo: Slo,
+  speed: 'fast' | 'slow',
+  scale: (seconds: number) => string,
+  threshold: number,
+): AlertingRule {
   const objective = OBJECTIVES[slo];
   const budget = num(1 - objective);
   const pairs = speed === 'fast' ? FAST_BURN : SLOW_BURN;
-  const side = (window: number, pair: BurnWindows) => `${sliRecord(window)}{slo="${slo}"} / ${budget} > ${burn(pair)}`;
+  const side = (window: number, pair: BurnWindows) =>
+    `${sliRecord(window)}{${OWN},slo="${slo}"} / ${budget} > ${burn(pair)}`;
   const expr = pairs.map((pair) => `(\n  ${side(pair.long, pair)}\nand\n  ${side(pair.short, pair)}\n)`).join('\nor\n');
   const when = burnThresholds(speed);
   const name = `GreetingService${slo === 'availability' ? 'Availability' : 'Latency'}${speed === 'fast' ? 'Fast' : 'Slow'}Burn`;
   const what =
     slo === 'availability'
       ? `the ${percent(objective)} availability SLO (/api answers that are not 5xx)`
-      : `the ${percent(objective)} latency SLO (/api answers within ${num(LATENCY_THRESHOLD_SECONDS * 1000)} ms)`;
+      : `the ${percent(objective)} latency SLO (/api answers within ${num(threshold * 1000)} ms)`;
   return {
     alert: name,
     expr,
     for: scale(speed === 'fast' ? 2 * MINUTE : 15 * MINUTE),
-    labels: { severity: speed === 'fast' ? 'critical' : 'warning', slo },
+    labels: { severity: speed === 'fast' ? 'critical' : 'warning', service: SERVICE_NAME, slo },
     annotations: {
-      summary: `The ${slo} error budget is burning ${speed === 'fast' ? 'fast: it will be gone in days' : 'steadily'}`,
+      summary: `The ${slo} error budget of ${WHICH} is burning ${speed === 'fast' ? 'fast: it will be gone in days' : 'steadily'}`,
       description:
-        `The error budget of ${what} over ${duration(SLO_WINDOW_SECONDS)} is being spent {{ $value | humanize }} ` +
+        `The error budget of ${what} over ${duration(SLO_WINDOW_SECONDS)} of ${WHICH} is being spent {{ $value | humanize }} ` +
         `times as fast as the SLO allows (alerting above ${when}).`,
       runbook_url: runbook(name),
     },
@@ -183,27 +229,53 @@ function burnAlert(slo: Slo, speed: 'fast' | 'slow', scale: (seconds: number) =>
 export function rules(options: RuleOptions = {}): RuleGroup[] {
   const timeScale = options.timeScale ?? 1;
   const spend = options.injectedFaultsSpendBudget ?? INJECTED_FAULTS_SPEND_BUDGET;
+  const threshold = options.latencyThresholdSeconds ?? LATENCY_THRESHOLD_SECONDS;
   const scale = (seconds: number) => duration(seconds / timeScale);
-  if (!DURATION_BUCKETS.includes(LATENCY_THRESHOLD_SECONDS)) {
-    throw new Error(
-      `LATENCY_THRESHOLD_SECONDS ${LATENCY_THRESHOLD_SECONDS} is not a bucket bound: ${DURATION_BUCKETS}`,
-    );
+  if (!DURATION_BUCKETS.includes(threshold)) {
+    throw new Error(`the latency threshold ${threshold} is not a bucket bound: ${DURATION_BUCKETS}`);
   }
+  if (!/^https?:\/\/[^/]/.test(RUNBOOK_BASE_URL)) {
+    throw new Error(`RUNBOOK_BASE_URL ${RUNBOOK_BASE_URL} is not an absolute http(s) address`);
+  }
+  const own = { service: SERVICE_NAME };
   const slos = Object.keys(OBJECTIVES) as Slo[];
-  const sli: RecordingRule[] = slos.flatMap((slo) => [
-    ...SLI_WINDOWS.map((window) => ({
-      record: sliRecord(window),
-      expr: sliExpression(slo, scale(window), spend),
-      labels: { slo },
-    })),
-    { record: 'slo:objective:ratio', expr: `vector(${num(OBJECTIVES[slo])})`, labels: { slo } },
+  const sliRule = (slo: Slo, window: number): RecordingRule => ({
+    record: sliRecord(window),
+    expr: sliExpression(slo, scale(window), spend, threshold),
+    labels: { ...own, slo },
+  });
+  const slis: RecordingRule[] = slos.flatMap((slo) => [
+    ...ALERT_WINDOWS.map((window) => sliRule(slo, window)),
+    { record: 'slo:objective:ratio', expr: `vector(${num(OBJECTIVES[slo])})`, labels: { ...own, slo } },
+  ]);
+  const sloWindow: RecordingRule[] = slos.flatMap((slo) => [
+    sliRule(slo, SLO_WINDOW_SECONDS),
     {
       record: 'slo:error_budget:remaining_ratio',
-      expr: `1 - ${sliRecord(SLO_WINDOW_SECONDS)}{slo="${slo}"} / ${num(1 - OBJECTIVES[slo])}`,
-      labels: { slo },
+      expr: `1 - ${sliRecord(SLO_WINDOW_SECONDS)}{${OWN},slo="${slo}"} / ${num(1 - OBJECTIVES[slo])}`,
+      labels: { ...own, slo },
     },
   ]);
-  const burns = slos.flatMap((slo) => [burnAlert(slo, 'fast', scale), burnAlert(slo, 'slow', scale)]);
+  const burns = slos.flatMap((slo) => [
+    burnAlert(slo, 'fast', scale, threshold),
+    burnAlert(slo, 'slow', scale, threshold),
+  ]);
+
+  const deployments: RecordingRule[] = [
+    {
+      record: LAST_SEEN,
+      // Its own last value while the instance exports nothing, until that is older than the memory.
+      expr:
+        `max by (${INSTANCE}) (timestamp(${series('service_ready')}))\nor\n` +
+        `  max by (${INSTANCE}) (max_over_time(${LAST_SEEN}{${OWN}}[${scale(HOUR)}])) > time() - ${num(DEPLOYMENT_MEMORY_SECONDS / timeScale)}`,
+      labels: { ...own },
+    },
+    {
+      record: READY,
+      expr: `max by (${DEPLOYMENT}) (${series('service_ready')})\nor\n  0 * max by (${DEPLOYMENT}) (${LAST_SEEN}{${OWN}})`,
+      labels: { ...own },
+    },
+  ];
 
   const alert = (
     name: string,
@@ -216,32 +288,57 @@ export function rules(options: RuleOptions = {}): RuleGroup[] {
     alert: name,
     expr,
     ...(forSeconds > 0 ? { for: scale(forSeconds) } : {}),
-    labels: { severity },
+    labels: { severity, service: SERVICE_NAME },
     annotations: { summary, description, runbook_url: runbook(name) },
   });
   const rateWindow = scale(10 * MINUTE);
+  const crashLoop = scale(CRASH_LOOP_WINDOW);
+  const ready = `${READY}{${OWN}}`;
   const service: AlertingRule[] = [
     alert(
+      'GreetingServiceUnavailable',
+      `avg_over_time(${ready}[${crashLoop}]) and ${ready} == 0\nor\n` +
+        `avg_over_time(${ready}[${crashLoop}]) < ${num(CRASH_LOOP_READY_SHARE)} and changes(${ready}[${crashLoop}]) > 2`,
+      2 * MINUTE,
+      'critical',
+      `No instance of ${WHICH} is ready`,
+      `No instance of ${WHICH} has been ready for 2 minutes, or they keep going down: ` +
+        `one was ready {{ $value | humanizePercentage }} of the last ${duration(CRASH_LOOP_WINDOW)} ` +
+        `(alerting at none now, or below ${percent(CRASH_LOOP_READY_SHARE)} while going up and down). Clients get no answer.`,
+    ),
+    alert(
       'GreetingServiceDown',
-      // An instance that exported service_ready within the hour: the service's, though it exports nothing now.
-      `${series('up')} == 0 and on (job, instance) max_over_time(${series('service_ready')}[${scale(HOUR)}])`,
+      // An instance that exported service_ready within the memory: the service's, though it exports nothing now.
+      `${series('up')} == 0 and on (${INSTANCE}) ${LAST_SEEN}{${OWN}}`,
       5 * MINUTE,
       'warning',
       'An instance cannot be scraped',
       'Prometheus has not scraped {{ $labels.instance }} ({{ $labels.job }}) for 5 minutes: it is down, or /metrics is not answered.',
     ),
     alert(
+      'GreetingServiceFaultsInjected',
+      `sum by (${INSTANCE}) (\n  ${ofService(`rate(${series('faults_injected_total')}[${scale(5 * MINUTE)}])`, scale(5 * MINUTE))}\n) > 0\n` +
+        `unless on (${INSTANCE}) max_over_time(${series('faults_expected')}[${scale(5 * MINUTE)}]) == 1`,
+      // Any fault injected is one too many here: nothing to wait out.
+      0,
+      'critical',
+      `Faults are injected into ${WHICH}, where they are not expected`,
+      '{{ $labels.instance }} has injected {{ $value | humanize }} faults per second over the last 5 minutes (FAULT_ settings or fault headers), ' +
+        'and its FAULTS_EXPECTED is not true: its clients get errors and delays on purpose, which no SLO counts.',
+    ),
+    alert(
       'GreetingServiceNotReady',
-      `${series('service_ready')} == 0`,
-      5 * MINUTE,
+      // No ready sample in 5 minutes: a missed scrape neither starts it over nor ends it.
+      `max_over_time(${series('service_ready')}[${scale(5 * MINUTE)}]) == 0`,
+      0,
       'warning',
       'An instance is not ready for traffic',
       '{{ $labels.instance }} has answered /readyz 503 for 5 minutes (shutting down, taken out by an operator, or its store unable to serve): it gets no traffic.',
     ),
     alert(
       'GreetingServiceRedisUnreachable',
-      `${series('store_up', 'store="redis"')} == 0`,
-      2 * MINUTE,
+      ofService(`max_over_time(${series('store_up', 'store="redis"')}[${scale(2 * MINUTE)}]) == 0`, scale(2 * MINUTE)),
+      0,
       'critical',
       'Redis cannot serve the service',
       '{{ $labels.instance }} has found Redis unable to serve for 2 minutes: the profile answers 503, and the rate limit lets requests through.',
@@ -251,29 +348,40 @@ export function rules(options: RuleOptions = {}): RuleGroup[] {
       `${sumRate(series('http_requests_total', API, 'status="429"'), rateWindow)}\n/\n${sumRate(series('http_requests_total', API), rateWindow)}\n> ${num(RATE_LIMIT_REFUSED_SHARE)}`,
       10 * MINUTE,
       'warning',
-      'The rate limit refuses a large share of requests',
+      `The rate limit of ${WHICH} refuses a large share of requests`,
       `{{ $value | humanizePercentage }} of /api requests have been refused 429 by the rate limit for 10 minutes (alerting above ${percent(RATE_LIMIT_REFUSED_SHARE)}).`,
     ),
     alert(
       'GreetingServiceEventLoopLagging',
-      ofInstances(`${series('nodejs_eventloop_lag_p99_seconds')} > ${num(EVENT_LOOP_LAG_SECONDS)}`),
-      5 * MINUTE,
+      ofService(
+        `min_over_time(${series('nodejs_eventloop_lag_p99_seconds')}[${scale(5 * MINUTE)}]) > ${num(EVENT_LOOP_LAG_SECONDS)}`,
+        scale(5 * MINUTE),
+      ),
+      0,
       'warning',
       'The event loop of an instance lags',
-      `The event loop of {{ $labels.instance }} has lagged {{ $value | humanizeDuration }} (p99) for 5 minutes (alerting above ${num(EVENT_LOOP_LAG_SECONDS * 1000)} ms): every request there waits as long.`,
+      `The event loop of {{ $labels.instance }} has lagged {{ $value | humanizeDuration }} (p99) or more for 5 minutes (alerting above ${num(EVENT_LOOP_LAG_SECONDS * 1000)} ms): every request there waits as long.`,
     ),
     alert(
       'GreetingServiceRestarting',
-      ofInstances(`changes(${series('process_start_time_seconds')}[${scale(HOUR)}]) > ${RESTARTS_PER_HOUR}`),
+      ofService(`changes(${series('process_start_time_seconds')}[${scale(HOUR)}]) > ${RESTARTS_PER_HOUR}`, scale(HOUR)),
       0,
       'warning',
       'An instance keeps restarting',
       `{{ $labels.instance }} has started {{ $value }} times in the last hour (alerting above ${RESTARTS_PER_HOUR}).`,
     ),
   ];
+  const [unavailable, down, ...instances] = service as [AlertingRule, AlertingRule, ...AlertingRule[]];
   return [
-    { name: 'greeting-service-slis', rules: sli },
+    { name: 'greeting-service-slis', rules: slis },
+    { name: 'greeting-service-slo-window', interval: scale(SLO_WINDOW_EVALUATION_SECONDS), rules: sloWindow },
     { name: 'greeting-service-slo-burn', rules: burns },
-    { name: 'greeting-service', rules: service },
+    // In one group, so that the alerts read what the rules before them recorded at the same time.
+    {
+      name: 'greeting-service-deployments',
+      interval: scale(DEPLOYMENT_EVALUATION),
+      rules: [...deployments, unavailable, down],
+    },
+    { name: 'greeting-service', rules: instances },
   ];
 }

@@ -6,6 +6,12 @@
 
 /** The window every SLO is measured over, and its error budget spent over, in seconds: 30 days. */
 export const SLO_WINDOW_SECONDS = 30 * 24 * 3600;
+/**
+ * How often the SLI over the whole window (and the budget left) is evaluated, in seconds: a rate
+ * over 30 days moves little in a minute, and costs the most of all. The server must keep the whole
+ * window and this much more (`--storage.tsdb.retention.time` of 31d at least), or it covers less.
+ */
+export const SLO_WINDOW_EVALUATION_SECONDS = 60;
 
 /** Availability: the share of answers to /api that are not 5xx. */
 export const AVAILABILITY_OBJECTIVE = 0.999;
@@ -16,21 +22,36 @@ export const LATENCY_OBJECTIVE = 0.99;
 export const LATENCY_THRESHOLD_SECONDS = 0.1;
 
 /**
- * Whether answers replaced by an injected fault (FAULT_ERROR_RATE, the fault headers) spend the
- * budgets. False: they are counted apart, so that a chaos test does not spend the real budget.
+ * Whether answers an injected fault touched (`fault` label of `http_requests_total` and
+ * `http_request_duration_seconds`: FAULT_ settings, the fault headers) count in the SLIs. False:
+ * they are left out, so that a chaos test does not spend the real budget; GreetingServiceFaultsInjected
+ * tells of faults where they are not expected.
  */
 export const INJECTED_FAULTS_SPEND_BUDGET = false;
 
+/** The `service` label of every recorded series and alert: what tells these SLOs from another service's. */
+export const SERVICE_NAME = 'greeting-service';
+
 /**
- * The service's series are told from the rest of what Prometheus scrapes, whatever the scrape
- * job's name, by the jobs and instances that export `service_ready`, which only this service does.
- * This narrows them further, for a Prometheus that scrapes several deployments of it: a matcher
- * such as `namespace="production"` or `job="production/greeting-service"`; empty for all.
+ * The labels that tell one deployment of the service from another (staging and production in one
+ * Prometheus): each SLI is one per set of their values, and every alert carries them.
+ */
+export const DEPLOYMENT_LABELS = ['namespace', 'job'];
+
+/**
+ * The service's series are told from the rest of what Prometheus scrapes, even in a scrape job
+ * shared with other apps, by the instances that export `service_ready`, which only this service
+ * does. This narrows them further: a matcher such as `namespace="production"`; empty for all.
  */
 export const SERVICE_SELECTOR = '';
 
 /** The routes of the API, as the `route` label names them (any context path before `/api`). */
 export const API_ROUTES = '(/.+)?/api/.+';
+/**
+ * The routes whose answers last as long as their client listens (the event stream): out of the
+ * latency SLI, since their duration is the client's choice. The WebSocket's is its handshake alone.
+ */
+export const LONG_LIVED_ROUTES = '(/.+)?/api/events';
 
 /** The rate limit is alerted on when it refuses more than this share of /api requests for 10 minutes. */
 export const RATE_LIMIT_REFUSED_SHARE = 0.1;
@@ -42,7 +63,19 @@ export const EVENT_LOOP_LAG_SECONDS = 0.1;
 export const RESTARTS_PER_HOUR = 2;
 
 /**
- * Where the alerts' runbook links point: docs/operations.md, with an anchor for each alert. Set it
- * to the address your team reads this repository's docs at (for example its page on your Git host).
+ * A deployment none of whose instances is ready pages; so does one ready less than this share of
+ * the last 15 minutes while going up and down (a crash loop).
  */
-export const RUNBOOK_BASE = 'docs/operations.md';
+export const CRASH_LOOP_READY_SHARE = 0.5;
+
+/**
+ * How long after its last instance was seen a deployment is still expected, in seconds: its outage
+ * pages that long, unless silenced (a deployment removed on purpose).
+ */
+export const DEPLOYMENT_MEMORY_SECONDS = 7 * 24 * 3600;
+
+/**
+ * Where the alerts' runbook links point: the address of docs/operations.md where your team reads
+ * it, each alert an anchor of it. Absolute, so that a notification can open it.
+ */
+export const RUNBOOK_BASE_URL = 'https://github.com/greeting-service/greeting-service/blob/main/docs/operations.md';

@@ -57,6 +57,12 @@ const settings = {
     default: false,
     parse: boolean,
   }),
+  faultsExpected: setting({
+    env: 'FAULTS_EXPECTED',
+    help: 'true, false, 1 or 0, in any case; true: this deployment injects faults on purpose (a test or chaos environment), as /metrics says (faults_expected), and the GreetingServiceFaultsInjected alert is silent for it; false: an injected fault here is a mistake, and pages',
+    default: false,
+    parse: boolean,
+  }),
   /** The operator's readiness switch; null: the routes do not exist. */
   adminTokenFile: setting<string | null>({
     env: 'ADMIN_TOKEN_FILE',

@@ -2,14 +2,14 @@ import { Counter, type CounterConfiguration, Histogram, type HistogramConfigurat
 
 /** One series of a histogram: the observations of one set of label values. */
 export class HistogramSeries<T extends string> {
-  readonly labels: Readonly<Record<T, string>>;
+  readonly labels: Readonly<Partial<Record<T, string>>>;
   /** Observations per bucket, not cumulative; the last slot holds those above every bound. */
   readonly counts: Float64Array;
   sum = 0;
   count = 0;
   readonly #bounds: readonly number[];
 
-  constructor(labels: Readonly<Record<T, string>>, bounds: readonly number[]) {
+  constructor(labels: Readonly<Partial<Record<T, string>>>, bounds: readonly number[]) {
     this.labels = labels;
     this.#bounds = bounds;
     this.counts = new Float64Array(bounds.length + 1);
@@ -29,7 +29,7 @@ export class HistogramSeries<T extends string> {
 interface Sample<T extends string> {
   metricName: string;
   labels: { le?: number | '+Inf' };
-  sharedLabels: Readonly<Record<T, string>>;
+  sharedLabels: Readonly<Partial<Record<T, string>>>;
   value: number;
   /** As prom-client has it without exemplars: null for a bucket, undefined for the sum and count. */
   exemplar: null | undefined;
@@ -58,9 +58,14 @@ export class SeriesHistogram<T extends string> extends Histogram<T> {
     this.#bounds = configuration.buckets;
   }
 
-  /** A new series of these label values, in the order of the label names: made once per set, and kept. */
+  /**
+   * A new series of these label values, in the order of the label names: made once per set, and
+   * kept. An empty value is no label, as Prometheus reads it.
+   */
   series(values: readonly string[]): HistogramSeries<T> {
-    const labels = Object.fromEntries(this.#labelNames.map((name, i) => [name, values[i] ?? ''])) as Record<T, string>;
+    const labels = Object.fromEntries(
+      this.#labelNames.map((name, i) => [name, values[i] ?? '']).filter(([, value]) => value !== ''),
+    ) as Partial<Record<T, string>>;
     const series = new HistogramSeries(labels, this.#bounds);
     this.#series.push(series);
     return series;

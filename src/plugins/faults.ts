@@ -3,7 +3,7 @@ import { type Http2ServerRequest, constants as http2 } from 'node:http2';
 import { performance } from 'node:perf_hooks';
 import type { FastifyInstance, FastifyReply, FastifyRequest, onRequestHookHandler, onSendHookHandler } from 'fastify';
 import fp from 'fastify-plugin';
-import { Counter, type Registry } from 'prom-client';
+import { Counter, Gauge, type Registry } from 'prom-client';
 import {
   type ConnectionFault,
   FAULT_HEADERS,
@@ -42,6 +42,8 @@ export interface FaultsOptions {
   requestLog: RequestLog;
   /** Where the faults are counted; null without metrics. */
   registry: Registry | null;
+  /** Whether faults are injected here on purpose (FAULTS_EXPECTED): `faults_expected`, which the alerts read. */
+  expected: boolean;
   shutdownTimeoutMs: number;
 }
 
@@ -128,7 +130,10 @@ function sendHead(reply: FastifyReply, body: Body): void {
 }
 
 export const faultsPlugin = fp(
-  async (app: FastifyInstance, { settings, isApiPath, requestLog, registry, shutdownTimeoutMs }: FaultsOptions) => {
+  async (
+    app: FastifyInstance,
+    { settings, isApiPath, requestLog, registry, expected, shutdownTimeoutMs }: FaultsOptions,
+  ) => {
     const chooser = new FaultChooser(settings);
     const counter =
       registry === null
@@ -165,6 +170,13 @@ export const faultsPlugin = fp(
       }
       return child;
     };
+    if (registry !== null) {
+      new Gauge({
+        name: 'faults_expected',
+        help: '1 when FAULTS_EXPECTED says faults are injected here on purpose, 0 when an injected fault is a mistake (GreetingServiceFaultsInjected).',
+        registers: [registry],
+      }).set(expected ? 1 : 0);
+    }
     if (settings.errorRate > 0) answerCounter(settings.errorStatus)?.inc(0);
     if (settings.headers) answerCounter(0)?.inc(0);
 

@@ -10,15 +10,20 @@ import type { StoreKind } from '../stores/stores.js';
 /** The route label of a request no route matched (a 404 or 405): never its raw URL, which has no bound. */
 export const UNMATCHED_ROUTE = 'unmatched';
 
-const LABELS = ['method', 'route', 'status'] as const;
+/**
+ * `fault`: the faults injected into the answer, as its log line names them (`delay`, `abort,reset`),
+ * empty (no label) for an answer no fault touched, so that the SLIs can leave the others out.
+ */
+const LABELS = ['method', 'route', 'status', 'fault'] as const;
 
 /** Seconds. The service answers most requests well within a millisecond, so the buckets start below one. */
 export const DURATION_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
 
-/** A series of the duration histogram, with the method and status it counts. */
+/** A series of the duration histogram, with the method, status and faults it counts. */
 interface KnownSeries {
   readonly method: string;
   readonly status: number;
+  readonly fault: string;
   readonly series: HistogramSeries<(typeof LABELS)[number]>;
 }
 
@@ -137,15 +142,19 @@ export const metricsPlugin = fp(
       const template = route ?? UNMATCHED_ROUTE;
       const { method } = request;
       const status = reply.statusCode;
+      const injected = request.faults?.injected;
+      const fault = injected === undefined || injected.length === 0 ? '' : injected.join(',');
       let ofRoute = known.get(template);
       if (ofRoute === undefined) {
         ofRoute = [];
         known.set(template, ofRoute);
       }
       let found: KnownSeries | undefined;
-      for (const entry of ofRoute) if (entry.status === status && entry.method === method) found = entry;
+      for (const entry of ofRoute) {
+        if (entry.status === status && entry.method === method && entry.fault === fault) found = entry;
+      }
       if (found === undefined) {
-        found = { method, status, series: duration.series([method, template, String(status)]) };
+        found = { method, status, fault, series: duration.series([method, template, String(status), fault]) };
         ofRoute.push(found);
       }
       found.series.observe(ms / 1000);

@@ -23,6 +23,7 @@ describe('the FAULT_ settings and ADMIN_TOKEN_FILE', () => {
       faultDelayRate: 0,
       faultDelayMs: { min: 1000, max: 1000 },
       faultHeaders: false,
+      faultsExpected: false,
       adminTokenFile: null,
     });
   });
@@ -35,6 +36,7 @@ describe('the FAULT_ settings and ADMIN_TOKEN_FILE', () => {
       FAULT_DELAY_RATE: '.5',
       FAULT_DELAY_MS: '100-2000',
       FAULT_HEADERS: 'TRUE',
+      FAULTS_EXPECTED: 'true',
       ADMIN_TOKEN_FILE: token,
     });
     assert.equal(config.faultErrorRate, 0.05);
@@ -42,6 +44,7 @@ describe('the FAULT_ settings and ADMIN_TOKEN_FILE', () => {
     assert.equal(config.faultDelayRate, 0.5);
     assert.deepEqual(config.faultDelayMs, { min: 100, max: 2000 });
     assert.equal(config.faultHeaders, true);
+    assert.equal(config.faultsExpected, true);
     assert.equal(config.adminTokenFile, token);
     const fixed = loadConfig([], { FAULT_DELAY_RATE: '1', FAULT_DELAY_MS: '60000' });
     assert.deepEqual(fixed.faultDelayMs, { min: 60000, max: 60000 });

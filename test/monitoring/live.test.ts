@@ -1,27 +1,40 @@
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { panelQueries } from '../../scripts/monitoring/dashboard.js';
 import { type RecordingRule, rules } from '../../scripts/monitoring/rules.js';
 import { RULES_FILE, rulesFile } from '../../scripts/monitoring/write.js';
+import { freePort } from '../ports.js';
 import { ROOT, type RunningServer, startServer } from '../server-process.js';
 import { PROMETHEUS_SKIP_REASON, type Prometheus, type RuleState, startPrometheus } from './prometheus.js';
 
 /**
- * The rules and the dashboard against the real thing: the built service, one instance injecting
- * faults (FAULT_ERROR_RATE) and one not, each scraped every second by a Prometheus of its own with
- * the rules loaded, while the test sends them the same traffic. The rules are those of
- * deploy/prometheus rendered with every window and `for` divided by 60 (an hour in a minute), and
- * with injected faults spending the budget, since they are what is measured here; a third
- * Prometheus loads the shipped file itself, to show each of its rules evaluated as it stands.
+ * The rules and the dashboard against the real thing: the built service, scraped every second by
+ * real Prometheus servers while the test sends it traffic.
+ *
+ * - **The shipped file, as it stands**, in a Prometheus whose one scrape job (of a name of no
+ *   meaning) holds three instances of the service (one injecting faults, one serving event
+ *   streams besides the API) and another app's exporter, whose answers are 10% 500s and all slow;
+ *   and a second job, a deployment whose Redis cannot be reached, so that its profile answers
+ *   503. The faults page as unexpected, the deployment without Redis pages its fast burn, the other
+ *   app, the faults and the streams raise no SLO alert; then every instance is killed, and the
+ *   outage is paged within 90 s and stays so.
+ * - **The rules rendered with every window and `for` divided by 60** (an hour in a minute), and
+ *   with injected faults spending the budget, since they are what is measured there: the SLI read
+ *   back against the share of 5xx the test saw with FAULT_ERROR_RATE=0.2, the fast burn firing,
+ *   nothing firing without faults, and every panel of the dashboard answered.
  */
 
 const ERROR_RATE = 0.2;
 const TIME_SCALE = 60;
 /** Any name: the rules find the service by what it exports, not by its scrape job's name. */
 const JOB = 'whatever-the-team-calls-it';
+/** The deployment whose Redis cannot be reached. */
+const BROKEN_JOB = 'without-redis';
 const FAST_BURN = 'GreetingServiceAvailabilityFastBurn';
 
 /** /api requests of every kind, and one outside it. */
@@ -47,7 +60,8 @@ async function drive(port: number, tally: Tally, stop: AbortSignal): Promise<voi
   const client = async (offset: number) => {
     for (let i = offset; !stop.aborted; i++) {
       const { path, init } = REQUESTS[i % REQUESTS.length] as (typeof REQUESTS)[number];
-      const res = await fetch(`http://127.0.0.1:${port}${path}`, init);
+      const res = await fetch(`http://127.0.0.1:${port}${path}`, init).catch(() => null);
+      if (res === null) continue;
       await res.arrayBuffer();
       if (path !== '/api/nope') {
         tally.api++;
@@ -57,6 +71,58 @@ async function drive(port: number, tally: Tally, stop: AbortSignal): Promise<voi
     }
   };
   await Promise.all([client(0), client(3)]);
+}
+
+/**
+ * Event streams until `stop`: three that stay open throughout, and two clients that each open a
+ * short one (two events 150 ms apart) as soon as the last has ended; every one of those lasts
+ * longer than the latency SLO's 100 ms, about one in ten answers of the instance.
+ */
+async function stream(port: number, stop: AbortSignal): Promise<void> {
+  const read = async (query: string) => {
+    const res = await fetch(`http://127.0.0.1:${port}/api/events?${query}`, { signal: stop }).catch(() => null);
+    await res?.arrayBuffer().catch(() => {});
+  };
+  const short = async () => {
+    while (!stop.aborted) await read('count=2&interval_ms=150');
+  };
+  await Promise.all([read('count=100000'), read('count=100000'), read('count=100000'), short(), short()]);
+}
+
+/**
+ * Another app in the same scrape job: its own `http_requests_total` and `http_request_duration_seconds`,
+ * on routes named as the service's, 100 answers a second of which 10% are 500s, every one slower
+ * than 100 ms; and its own `faults_injected_total`.
+ */
+async function startNeighbour(): Promise<{ target: string; close(): Promise<void> }> {
+  const started = performance.now();
+  const server: Server = createServer((_req, res) => {
+    const total = Math.floor((performance.now() - started) / 10);
+    const errors = Math.floor(total / 10);
+    const series = '{method="GET",route="/api/hello",status="500"}';
+    res.setHeader('content-type', 'text/plain; version=0.0.4');
+    res.end(
+      [
+        '# TYPE http_requests_total counter',
+        `http_requests_total{method="GET",route="/api/hello",status="200"} ${total - errors}`,
+        `http_requests_total${series} ${errors}`,
+        '# TYPE http_request_duration_seconds histogram',
+        `http_request_duration_seconds_bucket{method="GET",route="/api/hello",status="500",le="0.1"} 0`,
+        `http_request_duration_seconds_bucket{method="GET",route="/api/hello",status="500",le="+Inf"} ${errors}`,
+        `http_request_duration_seconds_sum${series} ${errors}`,
+        `http_request_duration_seconds_count${series} ${errors}`,
+        '# TYPE faults_injected_total counter',
+        `faults_injected_total{kind="abort",source="settings"} ${errors}`,
+        '',
+      ].join('\n'),
+    );
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  return {
+    target: `127.0.0.1:${port}`,
+    close: () => new Promise((resolve) => server.close(() => resolve())),
+  };
 }
 
 /** Polls `check` every half second until it returns a value other than undefined, or fails after `ms`. */
@@ -78,124 +144,226 @@ const selector = (rule: RecordingRule) =>
     .map(([name, value]) => `${name}="${value}"`)
     .join(',')}}`;
 
+/** Each alert of `states` in one of `wanted` states, as `name {labels}`. */
+const alertsIn = (states: RuleState[], ...wanted: string[]) =>
+  states.flatMap((rule) =>
+    (rule.alerts ?? [])
+      .filter((alert) => wanted.includes(alert.state))
+      .map((alert) => ({ name: rule.name, state: alert.state, labels: alert.labels })),
+  );
+
 const firing = (states: RuleState[]) =>
-  states.filter((rule) => rule.state === 'firing').map((rule) => `${rule.name} ${JSON.stringify(rule.alerts)}`);
+  alertsIn(states, 'firing').map(({ name, labels }) => `${name} ${JSON.stringify(labels)}`);
+
+/** The dashboard's variables at "All", as Grafana sends them. */
+const allVariables = (expr: string) => expr.replaceAll('$namespace', '.*').replaceAll('$instance', '.*');
 
 describe('the rules and the dashboard in a real Prometheus scraping the service', {
   skip: PROMETHEUS_SKIP_REASON,
 }, () => {
-  const instances: Record<'faulty' | 'healthy', { server?: RunningServer; prometheus?: Prometheus; tally: Tally }> = {
+  const instances: Record<'faulty' | 'healthy' | 'broken', { server?: RunningServer; tally: Tally }> = {
     faulty: { tally: { api: 0, errors: 0 } },
     healthy: { tally: { api: 0, errors: 0 } },
+    broken: { tally: { api: 0, errors: 0 } },
   };
+  const scaled: Partial<Record<'faulty' | 'healthy', Prometheus>> = {};
   const traffic = new AbortController();
   let driving: Promise<unknown> = Promise.resolve();
   let shipped: Prometheus | undefined;
+  let neighbour: Awaited<ReturnType<typeof startNeighbour>> | undefined;
   let trafficSince = 0;
 
   before(async () => {
     if (PROMETHEUS_SKIP_REASON) return;
-    const rendered = rulesFile({ timeScale: TIME_SCALE, injectedFaultsSpendBudget: true });
     const env = { RATE_LIMIT_MAX: '1000000' };
+    const closedPort = await freePort();
+    const envs = {
+      faulty: { ...env, FAULT_ERROR_RATE: String(ERROR_RATE) },
+      healthy: env,
+      broken: { ...env, REDIS_URL: `redis://127.0.0.1:${closedPort}` },
+    };
     for (const [name, instance] of Object.entries(instances)) {
       // Its log is of no use here: thousands of request lines, not kept.
-      instance.server = await startServer(
-        name === 'faulty' ? { ...env, FAULT_ERROR_RATE: String(ERROR_RATE) } : env,
-        [],
-        { logFile: '/dev/null' },
-      );
-      instance.prometheus = await startPrometheus(JOB, [`127.0.0.1:${instance.server.port}`], rendered);
+      instance.server = await startServer(envs[name as keyof typeof envs], [], { logFile: '/dev/null' });
     }
+    const target = (name: keyof typeof instances) => `127.0.0.1:${instances[name].server?.port}`;
+    neighbour = await startNeighbour();
+    const rendered = rulesFile({ timeScale: TIME_SCALE, injectedFaultsSpendBudget: true });
+    scaled.faulty = await startPrometheus({ [JOB]: [target('faulty')] }, rendered);
+    scaled.healthy = await startPrometheus({ [JOB]: [target('healthy')] }, rendered);
     shipped = await startPrometheus(
-      JOB,
-      [`127.0.0.1:${instances.faulty.server?.port}`],
+      { [JOB]: [target('healthy'), target('faulty'), neighbour.target], [BROKEN_JOB]: [target('broken')] },
       readFileSync(join(ROOT, RULES_FILE), 'utf8'),
     );
     trafficSince = performance.now();
-    driving = Promise.all(
-      Object.values(instances).map(({ server, tally }) => drive(server?.port as number, tally, traffic.signal)),
-    );
+    driving = Promise.all([
+      ...Object.values(instances).map(({ server, tally }) => drive(server?.port as number, tally, traffic.signal)),
+      stream(instances.healthy.server?.port as number, traffic.signal),
+    ]);
   });
 
   after(async () => {
     traffic.abort();
     await driving.catch(() => {});
     await shipped?.stop();
-    for (const { server, prometheus } of Object.values(instances)) {
-      await prometheus?.stop();
-      server?.kill();
-    }
+    for (const prometheus of Object.values(scaled)) await prometheus?.stop();
+    for (const { server } of Object.values(instances)) server?.kill();
+    await neighbour?.close();
   });
 
-  const prometheus = (name: keyof typeof instances) => instances[name].prometheus as Prometheus;
+  const prometheus = (name: keyof typeof scaled) => scaled[name] as Prometheus;
 
-  it('with FAULT_ERROR_RATE=0.2: the fast-burn alert fires', async (t) => {
-    const started = performance.now();
-    await until(FAST_BURN, 45_000, async () =>
-      (await prometheus('faulty').rules()).some((rule) => rule.name === FAST_BURN && rule.state === 'firing')
-        ? true
-        : undefined,
-    );
-    t.diagnostic(`${FAST_BURN} firing ${((performance.now() - started) / 1000).toFixed(1)} s after the test began`);
-  });
+  describe('rendered at 60 times the speed', () => {
+    it('with FAULT_ERROR_RATE=0.2: the fast-burn alert fires', async (t) => {
+      const started = performance.now();
+      await until(FAST_BURN, 45_000, async () =>
+        (await prometheus('faulty').rules()).some((rule) => rule.name === FAST_BURN && rule.state === 'firing')
+          ? true
+          : undefined,
+      );
+      t.diagnostic(`${FAST_BURN} firing ${((performance.now() - started) / 1000).toFixed(1)} s after the test began`);
+    });
 
-  it('every rule is healthy and every recording rule has series, in each: with and without faults, and the shipped file', async () => {
-    const all = { faulty: prometheus('faulty'), healthy: prometheus('healthy'), shipped: shipped as Prometheus };
-    const count = rules().reduce((sum, group) => sum + group.rules.length, 0);
-    for (const [name, server] of Object.entries(all)) {
-      const states = await until(`${name}: every rule evaluated`, 15_000, async () => {
-        const evaluated = await server.rules();
-        return evaluated.every((rule) => rule.health === 'ok') ? evaluated : undefined;
-      });
-      assert.equal(states.length, count, name);
-      for (const rule of recordingRules()) {
-        const samples = await server.query(selector(rule));
-        assert.equal(samples.length, 1, `${name}: ${selector(rule)} has one series`);
+    it('every rule is healthy and every recording rule has one series, with and without faults', async () => {
+      const count = rules().reduce((sum, group) => sum + group.rules.length, 0);
+      for (const name of ['faulty', 'healthy'] as const) {
+        const states = await until(`${name}: every rule evaluated`, 15_000, async () => {
+          const evaluated = await prometheus(name).rules();
+          return evaluated.every((rule) => rule.health === 'ok') ? evaluated : undefined;
+        });
+        assert.equal(states.length, count, name);
+        for (const rule of recordingRules()) {
+          const samples = await prometheus(name).query(selector(rule));
+          assert.equal(samples.length, 1, `${name}: ${selector(rule)} has one series`);
+        }
       }
-    }
+    });
+
+    it('the availability SLI read back is the share of /api answers that were 503s, near FAULT_ERROR_RATE; latency 0', async (t) => {
+      // Enough answers for the share to settle: 15 s of traffic, about 1,500 of them.
+      await sleep(Math.max(0, trafficSince + 15_000 - performance.now()));
+      const { tally } = instances.faulty;
+      const [availability] = await prometheus('faulty').query('slo:errors:ratio_rate30d{slo="availability"}');
+      const sli = Number(availability?.value[1]);
+      const sent = tally.errors / tally.api;
+      t.diagnostic(
+        `SLI ${sli.toFixed(4)}; the test saw ${tally.errors} 5xx in ${tally.api} /api answers (${sent.toFixed(4)})`,
+      );
+      assert.ok(Math.abs(sli - sent) < 0.03, `SLI ${sli} against ${sent} sent`);
+      const sigma = Math.sqrt((ERROR_RATE * (1 - ERROR_RATE)) / tally.api);
+      assert.ok(Math.abs(sli - ERROR_RATE) < 5 * sigma + 0.03, `SLI ${sli} against ${ERROR_RATE} (σ ${sigma})`);
+      const [latency] = await prometheus('faulty').query('slo:errors:ratio_rate30d{slo="latency"}');
+      assert.ok(Number(latency?.value[1]) < 0.01, `latency SLI ${latency?.value[1]}`);
+    });
+
+    it('without faults, with event streams besides the API, nothing fires', async () => {
+      assert.deepEqual(firing(await prometheus('healthy').rules()), []);
+      const [availability] = await prometheus('healthy').query('slo:errors:ratio_rate30d{slo="availability"}');
+      assert.equal(Number(availability?.value[1]), 0);
+      assert.equal(instances.healthy.tally.errors, 0);
+    });
+
+    it("every dashboard panel's query, its variables at All, is accepted, and has data (faults in one, streams in the other) but for the WebSocket's", async () => {
+      for (const { panel, expr, mayBeEmpty } of panelQueries()) {
+        // A query Prometheus refuses throws here, its error said.
+        const faulty = await prometheus('faulty').query(allVariables(expr));
+        const healthy = await prometheus('healthy').query(allVariables(expr));
+        if (!mayBeEmpty) assert.ok(faulty.length + healthy.length > 0, `${panel}: ${expr} has no data`);
+      }
+      const streams = panelQueries().filter((query) => query.mayBeEmpty);
+      assert.ok(streams.length === 4 && streams.every((query) => /websocket|event/.test(query.expr)));
+    });
   });
 
-  it('the availability SLI read back is the share of /api answers that were 503s, near FAULT_ERROR_RATE; latency 0', async (t) => {
-    // Enough answers for the share to settle: 15 s of traffic, about 1,500 of them.
-    await sleep(Math.max(0, trafficSince + 15_000 - performance.now()));
-    const { tally } = instances.faulty;
-    const [availability] = await prometheus('faulty').query('slo:errors:ratio_rate30d{slo="availability"}');
-    const sli = Number(availability?.value[1]);
-    const sent = tally.errors / tally.api;
-    t.diagnostic(
-      `SLI ${sli.toFixed(4)}; the test saw ${tally.errors} 5xx in ${tally.api} /api answers (${sent.toFixed(4)})`,
-    );
-    assert.ok(Math.abs(sli - sent) < 0.03, `SLI ${sli} against ${sent} sent`);
-    const sigma = Math.sqrt((ERROR_RATE * (1 - ERROR_RATE)) / tally.api);
-    assert.ok(Math.abs(sli - ERROR_RATE) < 5 * sigma + 0.03, `SLI ${sli} against ${ERROR_RATE} (σ ${sigma})`);
-    const [latency] = await prometheus('faulty').query('slo:errors:ratio_rate30d{slo="latency"}');
-    assert.ok(Number(latency?.value[1]) < 0.01, `latency SLI ${latency?.value[1]}`);
-  });
+  describe('the shipped file, as it stands, with another app in the scrape job', () => {
+    const server = () => shipped as Prometheus;
 
-  it('the shipped rules count the injected faults apart: their availability SLI stays near 0, and it does not burn', async (t) => {
-    const server = shipped as Prometheus;
-    const [availability] = await server.query('slo:errors:ratio_rate5m{slo="availability"}');
-    t.diagnostic(`the shipped rules' SLI over 5m: ${availability?.value[1]}`);
-    assert.ok(Number(availability?.value[1]) < 0.01, `SLI ${availability?.value[1]}`);
-    assert.deepEqual(firing(await server.rules()), []);
-  });
+    it('the faults injected at 20% page as unexpected (GreetingServiceFaultsInjected), for that instance alone', async (t) => {
+      const alerts = await until('GreetingServiceFaultsInjected firing', 120_000, async () => {
+        const found = alertsIn(await server().rules(), 'firing').filter(
+          (alert) => alert.name === 'GreetingServiceFaultsInjected',
+        );
+        return found.length > 0 ? found : undefined;
+      });
+      t.diagnostic(`firing by ${((performance.now() - trafficSince) / 1000).toFixed(1)} s into the traffic`);
+      assert.deepEqual(
+        alerts.map((alert) => [alert.labels.severity, alert.labels.job, alert.labels.instance]),
+        [['critical', JOB, `127.0.0.1:${instances.faulty.server?.port}`]],
+      );
+    });
 
-  it('without faults, nothing fires', async () => {
-    const states = await prometheus('healthy').rules();
-    assert.deepEqual(firing(states), []);
-    const [availability] = await prometheus('healthy').query('slo:errors:ratio_rate30d{slo="availability"}');
-    assert.equal(Number(availability?.value[1]), 0);
-    assert.equal(instances.healthy.tally.errors, 0);
-  });
+    it('the deployment whose Redis cannot be reached (its profile answers 503) pages its fast burn, with its job', async (t) => {
+      const alerts = await until(`${FAST_BURN} firing`, 180_000, async () => {
+        const found = alertsIn(await server().rules(), 'firing').filter((alert) => alert.name === FAST_BURN);
+        return found.length > 0 ? found : undefined;
+      });
+      t.diagnostic(`${FAST_BURN} firing ${((performance.now() - trafficSince) / 1000).toFixed(1)} s into the traffic`);
+      assert.deepEqual(
+        alerts.map((alert) => alert.labels.job),
+        [BROKEN_JOB],
+      );
+      assert.ok(instances.broken.tally.errors > 0);
+    });
 
-  it("every dashboard panel's query is accepted, and has data but for the streams' (none yet)", async () => {
-    for (const { panel, expr, mayBeEmpty } of panelQueries()) {
-      assert.doesNotMatch(expr, /\$/, `${panel}: PromQL as it stands, no variable to substitute`);
-      // A query Prometheus refuses throws here, its error said.
-      const samples = await prometheus('faulty').query(expr);
-      if (!mayBeEmpty) assert.ok(samples.length > 0, `${panel}: ${expr} has no data`);
-    }
-    const streams = panelQueries().filter((query) => query.mayBeEmpty);
-    assert.ok(streams.length === 4 && streams.every((query) => /websocket|event/.test(query.expr)));
+    it("the other app's 500s and slow answers, the injected faults and the event streams raise no SLO alert, though scraped", async () => {
+      const slo = alertsIn(await server().rules(), 'pending', 'firing').filter(
+        (alert) => alert.labels.slo !== undefined && alert.labels.job !== BROKEN_JOB,
+      );
+      assert.deepEqual(slo, []);
+      for (const window of ['5m', '1h']) {
+        const samples = await server().query(`slo:errors:ratio_rate${window}{job="${JOB}"}`);
+        assert.equal(samples.length, 2, `${window}: one SLI per SLO for the job`);
+        for (const { metric, value } of samples) {
+          assert.ok(Number(value[1]) < 0.01, `${metric.slo} over ${window}: ${value[1]}`);
+        }
+      }
+      // What the rules left out is there: the other app's 500s, and finished streams over 100 ms.
+      const theirs = await server().query(`http_requests_total{instance="${neighbour?.target}",status="500"} > 100`);
+      assert.equal(theirs.length, 1);
+      const streams = await server().query(
+        'sum(http_request_duration_seconds_count{route="/api/events"}) - sum(http_request_duration_seconds_bucket{route="/api/events",le="0.1"}) > 100',
+      );
+      assert.equal(streams.length, 1, 'finished streams, slower than 100 ms');
+    });
+
+    it('every rule is healthy, and every recording rule has a series for each deployment', async () => {
+      const states = await server().rules();
+      assert.deepEqual(
+        states.filter((rule) => rule.health !== 'ok').map((rule) => `${rule.name}: ${rule.lastError}`),
+        [],
+      );
+      assert.equal(
+        states.length,
+        rules().reduce((sum, group) => sum + group.rules.length, 0),
+      );
+      for (const rule of recordingRules()) {
+        const jobs = new Set((await server().query(selector(rule))).map((sample) => sample.metric.job));
+        const expected = rule.record === 'slo:objective:ratio' ? [undefined] : [JOB, BROKEN_JOB];
+        assert.deepEqual([...jobs].sort(), expected, selector(rule));
+      }
+    });
+
+    it('every instance killed: GreetingServiceUnavailable (critical) is pending within 90 s, and stays so', async (t) => {
+      traffic.abort();
+      await driving.catch(() => {});
+      const killed = performance.now();
+      for (const { server } of Object.values(instances)) server?.kill();
+      const ofJob = async () =>
+        alertsIn(await server().rules(), 'pending', 'firing').filter(
+          (alert) => alert.name === 'GreetingServiceUnavailable' && alert.labels.job === JOB,
+        );
+      const [first] = await until('GreetingServiceUnavailable', 90_000, async () => {
+        const found = await ofJob();
+        return found.length > 0 ? found : undefined;
+      });
+      t.diagnostic(`${first?.state} ${((performance.now() - killed) / 1000).toFixed(1)} s after the kill`);
+      assert.equal(first?.labels.severity, 'critical');
+      // A page stays until the service is back: 30 s more, seen every second.
+      const end = performance.now() + 30_000;
+      while (performance.now() < end) {
+        assert.equal((await ofJob()).length, 1, `${((performance.now() - killed) / 1000).toFixed(1)} s after the kill`);
+        await sleep(1000);
+      }
+    });
   });
 });

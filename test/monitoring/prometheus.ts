@@ -26,7 +26,10 @@ export interface RuleState {
   alerts?: { labels: Record<string, string>; state: string; value: string }[];
 }
 
-/** A throw-away Prometheus on a free loopback port, scraping `targets` every second with `rules` loaded, its data in a temporary directory. */
+/**
+ * A throw-away Prometheus on a free loopback port, scraping the targets of each job (by its name)
+ * every second with `rules` loaded, its data in a temporary directory.
+ */
 export interface Prometheus {
   url: string;
   query(expr: string): Promise<Sample[]>;
@@ -35,7 +38,7 @@ export interface Prometheus {
   log(): string;
 }
 
-export async function startPrometheus(job: string, targets: string[], rules: string): Promise<Prometheus> {
+export async function startPrometheus(jobs: Record<string, string[]>, rules: string): Promise<Prometheus> {
   const dir = mkdtempSync(join(tmpdir(), 'greeting-prometheus-'));
   writeFileSync(join(dir, 'rules.yml'), rules);
   writeFileSync(
@@ -43,7 +46,7 @@ export async function startPrometheus(job: string, targets: string[], rules: str
     stringify({
       global: { scrape_interval: '1s', scrape_timeout: '1s', evaluation_interval: '1s' },
       rule_files: [join(dir, 'rules.yml')],
-      scrape_configs: [{ job_name: job, static_configs: [{ targets }] }],
+      scrape_configs: Object.entries(jobs).map(([job, targets]) => ({ job_name: job, static_configs: [{ targets }] })),
     }),
   );
   const port = await freePort();

@@ -3,8 +3,9 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
-import { parse } from 'yaml';
-import { type AlertingRule, type RuleGroup, rules } from '../../scripts/monitoring/rules.js';
+import { parse, stringify } from 'yaml';
+import { type AlertingRule, type RuleGroup, rules, sliRecord } from '../../scripts/monitoring/rules.js';
+import { RUNBOOK_BASE_URL, SLO_WINDOW_SECONDS } from '../../scripts/monitoring/settings.js';
 import {
   DASHBOARD_CONFIG_MAP_FILE,
   DASHBOARD_FILE,
@@ -77,6 +78,8 @@ describe('deploy/prometheus and deploy/grafana', () => {
       'RateLimitRefusing',
       'EventLoop',
       'Restarting',
+      'Unavailable',
+      'FaultsInjected',
     ]) {
       assert.ok(
         names.some((name) => name.includes(wanted)),
@@ -87,10 +90,68 @@ describe('deploy/prometheus and deploy/grafana', () => {
       assert.ok(['critical', 'warning'].includes(rule.labels.severity), rule.alert);
       assert.ok(rule.annotations.summary.length > 0, rule.alert);
       assert.match(rule.annotations.description, /\{\{ \$(value|labels)/, `${rule.alert}: a description with values`);
+      // Absolute, so that a notification can open it.
       const [page, anchor] = rule.annotations.runbook_url.split('#');
-      assert.equal(page, 'docs/operations.md', rule.alert);
+      assert.equal(page, RUNBOOK_BASE_URL, rule.alert);
+      assert.match(page as string, /^https:\/\/[^/]+\/.+docs\/operations\.md$/, rule.alert);
       assert.ok(anchors.has(anchor as string), `${rule.alert}: docs/operations.md has no #${anchor}`);
     }
+  });
+
+  it("the SLI over the SLO's whole window is evaluated in a slower group of its own, and alone there with the budget left", () => {
+    const [own, ...others] = shipped().filter((group) =>
+      group.rules.some((rule) => 'record' in rule && rule.record === sliRecord(SLO_WINDOW_SECONDS)),
+    );
+    assert.equal(others.length, 0);
+    assert.ok(own?.interval !== undefined, 'an interval of its own');
+    assert.deepEqual(
+      new Set(own?.rules.map((rule) => ('record' in rule ? rule.record : rule.alert))),
+      new Set([sliRecord(SLO_WINDOW_SECONDS), 'slo:error_budget:remaining_ratio']),
+    );
+  });
+
+  it("the dashboard: the page's burn rates drawn as lines, the budget red once spent, rates per second, namespace and instance variables", () => {
+    interface Panel {
+      title: string;
+      fieldConfig?: {
+        defaults: {
+          unit?: string;
+          thresholds?: { steps: { color: string; value: number | null }[] };
+          custom?: { thresholdsStyle?: { mode: string } };
+        };
+      };
+      targets?: { expr: string }[];
+    }
+    const model = JSON.parse(read(DASHBOARD_FILE)) as { panels: Panel[]; templating: { list: { name: string }[] } };
+    const panels = model.panels.filter((panel) => panel.targets !== undefined);
+    const burns = panels.filter((panel) => panel.title.endsWith('burn rate'));
+    assert.equal(burns.length, 2);
+    for (const panel of burns) {
+      const { thresholds, custom } = panel.fieldConfig?.defaults ?? {};
+      assert.deepEqual(
+        thresholds?.steps.map((step) => step.value),
+        [null, 6, 14.4],
+        panel.title,
+      );
+      assert.equal(custom?.thresholdsStyle?.mode, 'line', panel.title);
+    }
+    const budgets = panels.filter((panel) => panel.title.endsWith('error budget left'));
+    assert.equal(budgets.length, 2);
+    for (const panel of budgets) {
+      assert.deepEqual(panel.fieldConfig?.defaults.thresholds?.steps, [
+        { color: 'red', value: null },
+        { color: 'green', value: 0 },
+      ]);
+    }
+    for (const panel of panels) {
+      if (panel.targets?.some((target) => /\brate\(/.test(target.expr))) {
+        assert.notEqual(panel.fieldConfig?.defaults.unit, 'short', `${panel.title}: a rate's unit`);
+      }
+    }
+    assert.deepEqual(
+      model.templating.list.map((variable) => variable.name),
+      ['datasource', 'namespace', 'instance'],
+    );
   });
 
   it('rules.promtool.yml makes every alert fire and stay silent, and checks every recording rule', () => {
@@ -130,6 +191,49 @@ describe('deploy/prometheus and deploy/grafana', () => {
         const count = rules().reduce((sum, group) => sum + group.rules.length, 0);
         assert.equal(checked.stdout.match(new RegExp(`SUCCESS: ${count} rules found`, 'g'))?.length, 2, checked.stdout);
         assert.doesNotMatch(checked.stdout + checked.stderr, /WARN|FAILED/);
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+      }
+    });
+
+    it('a whole-number latency threshold reads its bucket as Prometheus 3 writes it (le="1.0") and as 2 does (le="1")', async () => {
+      const dir = mkdtempSync(join(tmpdir(), 'greeting-rules-'));
+      try {
+        writeFileSync(join(dir, 'rules.yml'), rulesFile({ latencyThresholdSeconds: 1 }));
+        const sli = (job: string, value: number) => ({
+          labels: `slo:errors:ratio_rate1h{job="${job}",service="greeting-service",slo="latency"}`,
+          value,
+        });
+        const input = (job: string, le: string) => {
+          const labels = `job="${job}",instance="a:8080",method="GET",route="/api/hello",status="200"`;
+          return [
+            { series: `service_ready{job="${job}",instance="a:8080"}`, values: '1x70' },
+            { series: `http_request_duration_seconds_bucket{${labels},le="${le}"}`, values: '0+420x70' },
+            { series: `http_request_duration_seconds_count{${labels}}`, values: '0+600x70' },
+          ];
+        };
+        writeFileSync(
+          join(dir, 'test.yml'),
+          stringify({
+            rule_files: ['rules.yml'],
+            evaluation_interval: '1m',
+            tests: [
+              {
+                interval: '1m',
+                input_series: [...input('three', '1.0'), ...input('two', '1')],
+                promql_expr_test: [
+                  {
+                    expr: 'slo:errors:ratio_rate1h{slo="latency"}',
+                    eval_time: '1h',
+                    exp_samples: [sli('three', 0.3), sli('two', 0.3)],
+                  },
+                ],
+              },
+            ],
+          }),
+        );
+        const tested = await run('promtool', ['test', 'rules', join(dir, 'test.yml')]);
+        assert.equal(tested.code, 0, tested.stdout + tested.stderr);
       } finally {
         rmSync(dir, { recursive: true, force: true });
       }

@@ -504,10 +504,22 @@ describe('FAULT_HEADERS=true', () => {
       for (const kind of ['empty', 'truncate', 'malformed']) assert.equal(counts.get(`${kind},headers`), 1, kind);
       assert.equal(counts.get('reset,headers'), 2);
       const text = (await served.send({ path: '/metrics' })).text;
-      const zero = samples(text, 'http_requests_total').get('{method="GET",route="/api/hello",status="0"}');
+      const requests = samples(text, 'http_requests_total');
       const logged = served.log.lines.filter((line) => line.route === '/api/hello' && line.status === 0);
       assert.ok(logged.length >= 4);
-      assert.equal(zero, logged.length, 'counted with status 0 among the requests, as logged');
+      // Counted with status 0 among the requests, as logged, each labelled with its fault: out of the SLIs.
+      for (const kind of ['reset', 'empty', 'truncate', 'malformed']) {
+        assert.equal(
+          requests.get(`{method="GET",route="/api/hello",status="0",fault="${kind}"}`),
+          logged.filter((line) => line.fault === kind).length,
+          kind,
+        );
+      }
+      assert.equal(
+        requests.get('{method="GET",route="/api/hello",status="0"}'),
+        undefined,
+        'no status 0 without its fault',
+      );
     });
 
     it('seen by curl as the error each one is', { skip: !CURL }, async () => {
@@ -722,6 +734,39 @@ describe('FAULT_ERROR_RATE and FAULT_DELAY_RATE', () => {
       );
     } finally {
       await long.close();
+    }
+  });
+});
+
+describe('the answers a fault touched in /metrics', () => {
+  it('are labelled with the faults injected (fault="delay,abort"), those no fault touched have no fault label; faults_expected is FAULTS_EXPECTED', async () => {
+    const served = await serve({ faultErrorRate: 0.5, faultDelayRate: 0.5, faultDelayMs: { min: 0, max: 0 } });
+    try {
+      const answers = await many(200, 20, () => served.send({ path: '/api/hello' }));
+      const byFault = new Map<string, number>();
+      for (const res of answers) {
+        const fault = String(res.headers['x-fault-injected'] ?? '').replace(/, /g, ',');
+        byFault.set(fault, (byFault.get(fault) ?? 0) + 1);
+      }
+      assert.deepEqual([...byFault.keys()].sort(), ['', 'abort', 'delay', 'delay,abort']);
+      const text = (await served.send({ path: '/metrics' })).text;
+      const requests = samples(text, 'http_requests_total');
+      const durations = samples(text, 'http_request_duration_seconds_count');
+      for (const [fault, count] of byFault) {
+        const status = fault.includes('abort') ? 503 : 200;
+        const key = `{method="GET",route="/api/hello",status="${status}"${fault === '' ? '' : `,fault="${fault}"`}}`;
+        assert.equal(requests.get(key), count, key);
+        assert.equal(durations.get(key), count, key);
+      }
+      assert.equal(samples(text, 'faults_expected').get(''), 0);
+    } finally {
+      await served.close();
+    }
+    const expected = await serve({ faultErrorRate: 0.5, faultsExpected: true });
+    try {
+      assert.equal(samples((await expected.send({ path: '/metrics' })).text, 'faults_expected').get(''), 1);
+    } finally {
+      await expected.close();
     }
   });
 });
@@ -1167,7 +1212,7 @@ describe('over HTTP/2 (h2c)', () => {
   it('a paced answer whose client cancels its stream is logged once and counted with status 0, as over HTTP/1.1', async () => {
     const zeros = async () =>
       samples(await (await fetch(`${origin}/metrics`)).text(), 'http_requests_total').get(
-        '{method="POST",route="/api/echo",status="0"}',
+        '{method="POST",route="/api/echo",status="0",fault="throughput"}',
       ) ?? 0;
     const before = await zeros();
     const session = http2Connect(origin);
