@@ -6,6 +6,7 @@ import { connect } from 'node:net';
 import { performance } from 'node:perf_hooks';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { EventSource } from 'undici';
 import {
   assertEnvelope,
   assertLocalNow,
@@ -372,6 +373,22 @@ describe('GET /api/events over a connection', () => {
     await until(() => server.logs.lines.some((line) => line.request_id === 'sse-done'), 2000, 'the line');
     assert.equal(server.logs.lineOf('sse-done').status, 204);
     assert.equal(server.logs.lineOf('sse-done').events_sent, undefined);
+  });
+
+  it('an EventSource reconnects once after the last event, is answered 204, and stops', async () => {
+    const url = '/api/events?count=2&interval_ms=0&name=EventSource';
+    const source = new EventSource(`${server.origin}${url}`);
+    const ids: string[] = [];
+    source.addEventListener('greeting', (event) => ids.push((event as MessageEvent).lastEventId));
+    try {
+      // It reconnects after its default 3 s with Last-Event-ID: 2; a 200 would have it reconnect for ever.
+      await until(() => source.readyState === EventSource.CLOSED, 8000, 'the EventSource closed');
+    } finally {
+      source.close();
+    }
+    assert.deepEqual(ids, ['1', '2']);
+    const asked = server.logs.lines.filter((line) => line.url === url).map((line) => line.status);
+    assert.deepEqual(asked, [200, 204]);
   });
 
   it('sends a comment on a stream quiet for 15 s', { timeout: 30_000 }, async () => {
