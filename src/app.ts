@@ -302,7 +302,10 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
         await service.register(adminRoutes, { tokenFile: config.adminTokenFile, readiness });
       }
       await service.register(openapiRoute);
-      await service.register(asyncapiRoute, { contextPath: config.contextPath });
+      await service.register(asyncapiRoute, {
+        contextPath: config.contextPath,
+        maxMessageBytes: config.wsMaxMessageBytes,
+      });
       await service.register(docsRoutes, { contextPath: config.contextPath, errors: errorsPlugin, codings });
       if (config.metricsEnabled) await service.register(metricsRoute);
     },

@@ -93,7 +93,7 @@ const DESCRIPTIONS = {
   415: 'The body is not `application/json` or `application/*+json` in UTF-8, or comes in a content coding the service does not decode (`UNSUPPORTED_MEDIA_TYPE`; `Accept-Encoding` then lists those it does).',
   417: 'Expect asks for anything but `100-continue` (`EXPECTATION_FAILED`).',
   422: 'A well-formed currency code that is not in the table (`UNSUPPORTED_CURRENCY`, one detail per such code).',
-  426: 'A WebSocket route asked without `Upgrade: websocket` and `Connection: Upgrade` over HTTP/1.1 (`UPGRADE_REQUIRED`); `Upgrade: websocket` names the protocol to ask for.',
+  426: 'A WebSocket route asked without `Upgrade: websocket` and `Connection: Upgrade` over HTTP/1.1, or asked in HTTP/1.0, which cannot switch protocols (`UPGRADE_REQUIRED`); `Upgrade: websocket` names the protocol to ask for.',
   429: 'Too many requests from this client in the current window (`RATE_LIMIT_EXCEEDED`); `Retry-After` says when to try again.',
   431: 'The request’s headers are larger than the server’s limit (`REQUEST_HEADER_FIELDS_TOO_LARGE`); the connection closes.',
   500: 'Unexpected failure (`INTERNAL_ERROR`); the message is generic and `details` empty.',
@@ -308,27 +308,27 @@ export function methodNotAllowed(method: string, allow: readonly string[]): ApiE
 export const WEBSOCKET_VERSION = '13';
 
 /**
- * A 426 for a request to a WebSocket route that does not ask to switch to it (RFC 9110, 15.5.22):
- * over HTTP/1.1 with `Upgrade: websocket`; over HTTP/2, which forbids the field, the message says
- * to use HTTP/1.1.
+ * A 426 for a request to a WebSocket route that does not ask to switch to it (RFC 9110, 15.5.22),
+ * in the request's version of HTTP: over HTTP/1.1 with `Upgrade: websocket`; over HTTP/1.0, whose
+ * Upgrade a server ignores (RFC 9110, 7.8), the same, its message saying to use HTTP/1.1; over
+ * HTTP/2, which forbids the field, the message says to use HTTP/1.1.
  */
-export function upgradeRequired(http2: boolean): ApiError {
-  return http2
-    ? new ApiError(
-        426,
-        'UPGRADE_REQUIRED',
-        'A WebSocket is opened over HTTP/1.1 here: Upgrade: websocket is not available over HTTP/2.',
-      )
-    : new ApiError(
-        426,
-        'UPGRADE_REQUIRED',
-        'This is a WebSocket: ask with Upgrade: websocket and Connection: Upgrade.',
-        [],
-        {
-          upgrade: 'websocket',
-          connection: UPGRADE_CONNECTION,
-        },
-      );
+export function upgradeRequired(httpVersion: string): ApiError {
+  if (httpVersion === '2.0') {
+    return new ApiError(
+      426,
+      'UPGRADE_REQUIRED',
+      'A WebSocket is opened over HTTP/1.1 here: Upgrade: websocket is not available over HTTP/2.',
+    );
+  }
+  const message =
+    httpVersion === '1.0'
+      ? 'A WebSocket is opened over HTTP/1.1: an HTTP/1.0 request cannot switch protocols.'
+      : 'This is a WebSocket: ask with Upgrade: websocket and Connection: Upgrade.';
+  return new ApiError(426, 'UPGRADE_REQUIRED', message, [], {
+    upgrade: 'websocket',
+    connection: UPGRADE_CONNECTION,
+  });
 }
 
 /** A 400 for a WebSocket handshake's bad headers; a bad version is told the one the service speaks (RFC 6455, 4.2.2). */

@@ -200,6 +200,7 @@ describe('the OpenAPI document describes every answer of every operation', { tim
       422,
     );
     await expect(unavailable, op('getReadiness'), valid(op('getReadiness')), 503);
+    await expect(main, op('getEvents'), valid(op('getEvents'), { headers: { 'last-event-id': '1' } }), 204);
     // The one stream oneStream serves, open while the next is asked for.
     const open = new AbortController();
     const stream = await fetch(`${oneStream.origin}${op('getEvents').path}?interval_ms=60000`, { signal: open.signal });

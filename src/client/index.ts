@@ -529,6 +529,8 @@ export function createClient(options: ClientOptions) {
           ...callOptions,
           headers: { ...callOptions.headers, accept: 'text/event-stream', 'last-event-id': String(last) },
         });
+        // Nothing left to send: the answer to Last-Event-ID = count, which stops an EventSource too.
+        if (response.status === 204) return;
         let failure: unknown;
         try {
           for await (const event of serverSentEvents(response.body ?? new ReadableStream())) {

@@ -19,7 +19,7 @@ const settings = {
   }),
   wsMaxMessageBytes: setting({
     env: 'WS_MAX_MESSAGE_BYTES',
-    help: 'largest WebSocket message, in bytes once inflated, 1 to 2147483647; a larger one closes the connection with 1009',
+    help: 'largest WebSocket message, in bytes once inflated, 1 to 2147483647; a larger one closes the connection with 1009, and one in more fragments than one per 64 of these bytes with 1008',
     default: 1024 * 1024,
     defaultText: 'BODY_LIMIT',
     parse: integer(1, 2 ** 31 - 1),

@@ -1,7 +1,7 @@
 import type { Socket } from 'node:net';
 import type { FastifyBaseLogger, FastifyReply, FastifyRequest } from 'fastify';
 import { Counter, Gauge, type Registry } from 'prom-client';
-import { type WebSocket, WebSocketServer } from 'ws';
+import { WebSocket, WebSocketServer } from 'ws';
 import { type ApiError, handshakeError } from '../errors.js';
 import type { MemoryBudget } from '../lib/memory-budget.js';
 import type { RequestLog } from '../logging/request-log.js';
@@ -10,8 +10,9 @@ import type { HeldConnections } from './held-connections.js';
 /**
  * The WebSocket echo's connections, from the handshake the route has checked to their end: the
  * `101` (written by `ws`, with the headers the request's hooks gave its reply), every message sent
- * back as it came, the limits (message size, unsent bytes, pings), one log line per connection at
- * its end, the counts in `/metrics`, and the close with 1001 on shutdown.
+ * back as it came and every ping answered, the limits (message size and fragments, unsent bytes,
+ * pings unanswered), one log line per connection at its end, the counts in `/metrics`, and the
+ * close with 1001 on shutdown.
  */
 
 export interface WebSocketSettings {
@@ -56,6 +57,44 @@ const SHED_REASON = 'The service holds too much unread data; reconnect later.';
 /** Deflate as ws does it, but with no context kept between messages: memory per connection stays small. */
 const DEFLATE = { serverNoContextTakeover: true, clientNoContextTakeover: true, threshold: 1024 } as const;
 
+/**
+ * A message may come in one fragment per this many bytes of WS_MAX_MESSAGE_BYTES (16,384 at 1 MiB):
+ * ws holds some 110 bytes for each fragment until its message is whole (measured with ws 8.23), so
+ * a message's fragments hold no more than about twice what its bytes may.
+ */
+const BYTES_PER_FRAGMENT = 64;
+
+/** The most fragments a message may come in, under a message limit of `maxMessageBytes`. */
+function maxFragments(maxMessageBytes: number): number {
+  return Math.ceil(maxMessageBytes / BYTES_PER_FRAGMENT);
+}
+
+/** The closes for a message past the limits ws enforces, each with the reason the service gives it. */
+export function messageLimitCloses(maxMessageBytes: number) {
+  return {
+    tooLarge: { code: 1009, reason: `A message may be at most ${maxMessageBytes} bytes.` },
+    tooManyFragments: {
+      code: 1008,
+      reason: `A message may come in at most ${maxFragments(maxMessageBytes)} fragments.`,
+    },
+  } as const;
+}
+
+/**
+ * ws's WebSocket, whose close for a message past a limit (`messageLimitCloses`) carries its reason,
+ * which ws leaves out; a close ws echoes or the service sends keeps its own.
+ */
+function withLimitReasons(maxMessageBytes: number): typeof WebSocket {
+  const reasons = new Map<number, string>(
+    Object.values(messageLimitCloses(maxMessageBytes)).map(({ code, reason }) => [code, reason]),
+  );
+  return class extends WebSocket {
+    override close(code?: number, reason?: string | Buffer): void {
+      super.close(code, reason ?? (code === undefined ? undefined : reasons.get(code)));
+    }
+  };
+}
+
 export class WebSocketEcho {
   readonly #settings: WebSocketSettings;
   readonly #log: FastifyBaseLogger;
@@ -90,6 +129,10 @@ export class WebSocketEcho {
       noServer: true,
       clientTracking: false,
       maxPayload: settings.maxMessageBytes,
+      maxFragments: maxFragments(settings.maxMessageBytes),
+      // Pings are answered in #follow: ws would end, with no close, a client with 60 pongs unsent.
+      autoPong: false,
+      WebSocket: withLimitReasons(settings.maxMessageBytes),
       perMessageDeflate: settings.permessageDeflate ? DEFLATE : false,
       // No subprotocol is chosen: an echo speaks none.
       handleProtocols: () => false,
@@ -176,19 +219,11 @@ export class WebSocketEcho {
       connection.held = false;
       ws.resume();
     };
-    ws.on('message', (data: Buffer, isBinary: boolean) => {
-      connection.received += 1;
-      connection.bytesReceived += data.length;
-      this.#received += 1;
-      ws.send(data, { binary: isBinary });
-      connection.sent += 1;
-      connection.bytesSent += data.length;
-      this.#sent += 1;
-      this.#budget.charge(data.length);
+    // A client that sends and does not read is not read either until it has taken its echoes and
+    // pongs; nor is any while the memory budget is full: the kernel takes megabytes of echoes for a
+    // client that does not read before the process holds any.
+    const holdIfBehind = () => {
       if (connection.held) return;
-      // A client that sends and does not read is not read either until it has taken its echoes;
-      // nor is any while the memory budget is full: the kernel takes megabytes of echoes for a
-      // client that does not read before the process holds any.
       if (ws.bufferedAmount > this.#settings.maxBufferedBytes) {
         connection.held = true;
         ws.pause();
@@ -198,6 +233,24 @@ export class WebSocketEcho {
         ws.pause();
         this.#budget.whenRoom(release);
       }
+    };
+    ws.on('message', (data: Buffer, isBinary: boolean) => {
+      connection.received += 1;
+      connection.bytesReceived += data.length;
+      this.#received += 1;
+      ws.send(data, { binary: isBinary });
+      connection.sent += 1;
+      connection.bytesSent += data.length;
+      this.#sent += 1;
+      this.#budget.charge(data.length);
+      holdIfBehind();
+    });
+    // However many come at once: what its pongs hold counts as its echoes do.
+    ws.on('ping', (data: Buffer) => {
+      if (ws.readyState !== WebSocket.OPEN) return;
+      ws.pong(data);
+      this.#budget.charge(data.length);
+      holdIfBehind();
     });
     ws.on('pong', () => {
       connection.alive = true;

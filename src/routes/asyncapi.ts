@@ -1,14 +1,28 @@
 import type { FastifyInstance } from 'fastify';
+import { messageLimitCloses } from '../http/websockets.js';
 import { ECHO_WEBSOCKET_PATH, HandshakeHeaders } from '../schemas.js';
 import { API_VERSION, LICENSE, VERSION } from '../version.js';
+
+/** What the document says of the deployment: its context path, and its message limit. */
+export interface AsyncApiOptions {
+  contextPath: string;
+  /** WS_MAX_MESSAGE_BYTES. */
+  maxMessageBytes: number;
+}
 
 /**
  * The AsyncAPI 3.0 document of the WebSocket echo, which OpenAPI cannot describe: its channel (the
  * handshake's headers from the schema the route documents them with), its messages and its one
- * operation, the echo, a reply to each message. Its server is the host that asked for it.
+ * operation, the echo, a reply to each message; the closes for its limits as this deployment
+ * sends them. Its server is the host that asked for it.
  */
-export function asyncapiDocument(host: string, secure: boolean, contextPath: string): object {
+export function asyncapiDocument(
+  host: string,
+  secure: boolean,
+  { contextPath, maxMessageBytes }: AsyncApiOptions,
+): object {
   const base = contextPath === '/' ? '' : contextPath;
+  const { tooLarge, tooManyFragments } = messageLimitCloses(maxMessageBytes);
   const address = ECHO_WEBSOCKET_PATH.replace('/api/', `/api/v${API_VERSION}/`);
   const messages = { text: { $ref: '#/components/messages/text' }, binary: { $ref: '#/components/messages/binary' } };
   const channelMessages = [{ $ref: '#/channels/echo/messages/text' }, { $ref: '#/channels/echo/messages/binary' }];
@@ -20,16 +34,20 @@ export function asyncapiDocument(host: string, secure: boolean, contextPath: str
       description:
         'The WebSocket of the Greeting and Echo Service (RFC 6455). Its handshake is an HTTP request like ' +
         'any other of the API, and its refusals are the error envelope, as the OpenAPI document at ' +
-        `\`${base}/openapi.json\` describes them: 426 without \`Upgrade: websocket\`, 400 naming a bad ` +
-        '`Sec-WebSocket-Key` or `Sec-WebSocket-Version`, 403 for an `Origin` that `CORS_ORIGINS` does not allow, ' +
+        `\`${base}/openapi.json\` describes them: 426 without \`Upgrade: websocket\` or in HTTP/1.0, 400 naming a bad ` +
+        '`Sec-WebSocket-Key`, `Sec-WebSocket-Version` or `Sec-WebSocket-Extensions`, or a body (`Content-Length`), ' +
+        '403 for an `Origin` that `CORS_ORIGINS` does not allow, ' +
         '429 over the rate limit, 503 past `WS_MAX_CONNECTIONS`, while shutting down, or while the memory ' +
         'budget (`MEMORY_BUDGET_BYTES`) is at 80% or more. The connection ends ' +
-        'with 1009 after a message larger than `WS_MAX_MESSAGE_BYTES`, with 1001 when the service shuts ' +
-        'down, with 1013 (then a reset, so seen only by a client that read what came before) when the ' +
-        'memory budget is passed and it holds the most unread echoes, ' +
+        `with ${tooLarge.code} (reason \`${tooLarge.reason}\`) after a message larger ` +
+        `than \`WS_MAX_MESSAGE_BYTES\` (${maxMessageBytes} bytes here, once inflated); with ${tooManyFragments.code} ` +
+        `(reason \`${tooManyFragments.reason}\`) after a message in more fragments than one per 64 bytes of ` +
+        '`WS_MAX_MESSAGE_BYTES`; with 1001 ' +
+        'when the service shuts down; with 1013 (then a reset, so seen only by a client that read what came ' +
+        'before) when the memory budget is passed and it holds the most unread echoes; ' +
         'and without a close (1006) when the client did not answer a ping by the next one ' +
-        '(`WS_PING_INTERVAL_MS`). A client that does not read its echoes is not read either, past ' +
-        '`WS_MAX_BUFFERED_BYTES` unsent.',
+        '(`WS_PING_INTERVAL_MS`). Every ping is answered, however many come at once. A client that does not ' +
+        'read its echoes and pongs is not read either, past `WS_MAX_BUFFERED_BYTES` unsent.',
       license: { name: LICENSE },
     },
     servers: {
@@ -84,7 +102,7 @@ export function asyncapiDocument(host: string, secure: boolean, contextPath: str
 }
 
 /** `GET /asyncapi.json`: the document, for the host that asks. */
-export async function asyncapiRoute(app: FastifyInstance, { contextPath }: { contextPath: string }): Promise<void> {
+export async function asyncapiRoute(app: FastifyInstance, options: AsyncApiOptions): Promise<void> {
   app.get(
     '/asyncapi.json',
     {
@@ -106,7 +124,7 @@ export async function asyncapiRoute(app: FastifyInstance, { contextPath }: { con
       },
     },
     async (request, reply) => {
-      const document = asyncapiDocument(request.host || 'localhost', request.protocol === 'https', contextPath);
+      const document = asyncapiDocument(request.host || 'localhost', request.protocol === 'https', options);
       return reply.type('application/json; charset=utf-8').send(JSON.stringify(document));
     },
   );

@@ -89,6 +89,13 @@ const STREAM_EXAMPLE = [
   '',
 ].join('\n');
 
+/** The answer to a stream resumed at its end. */
+const NOTHING_LEFT = {
+  type: 'null',
+  description:
+    'Nothing left to send: `Last-Event-ID` names the last event (`count`). No body; an EventSource stops reconnecting.',
+} as const;
+
 /** The stream's own headers, besides those of every answer under `/api`. */
 const STREAM_HEADERS = { 'x-accel-buffering': 'no' };
 
@@ -145,7 +152,7 @@ export const eventsRoutes: FastifyPluginAsyncTypebox<EventsRoutesOptions> = asyn
         description:
           'Server-sent events (`text/event-stream`): event n (1 to `count`) is `id: n`, `event: greeting` and a `data` line holding `{"id":n,"greeting":"Hello, <name>!","timestamp":"<local date-time>"}`; ' +
           'the first at once, each next `interval_ms` after the one before, each written when due, and the answer ends after the last. ' +
-          '`Last-Event-ID: k` resumes at k+1. A stream quiet for 15 s gets a comment line (`: keep-alive`). ' +
+          '`Last-Event-ID: k` resumes at k+1; `Last-Event-ID` equal to `count` (nothing left to send) is answered 204, which tells an EventSource to stop reconnecting. A stream quiet for 15 s gets a comment line (`: keep-alive`). ' +
           'Shutdown ends open streams; clients reconnect with `Last-Event-ID`. Never compressed, never buffered: `X-Accel-Buffering: no`.',
         tags: ['greeting'],
         querystring: EventsQuery,
@@ -171,6 +178,7 @@ export const eventsRoutes: FastifyPluginAsyncTypebox<EventsRoutesOptions> = asyn
               },
             },
           },
+          204: NOTHING_LEFT,
           ...errorResponses(400),
           503: errorResponse(503, RETRY_AFTER_HEADER),
         },
@@ -192,6 +200,9 @@ export const eventsRoutes: FastifyPluginAsyncTypebox<EventsRoutesOptions> = asyn
           },
         ]);
       }
+      // An EventSource reconnects after any stream that ends, but never after a 204 (WHATWG HTML,
+      // server-sent events). Sent with no payload at all: a null would be serialised as a body.
+      if (resumeAfter === count) return (reply as FastifyReply).code(204).send();
       if (request.method === 'HEAD') return reply.type(EVENT_STREAM_TYPE).headers(STREAM_HEADERS).send();
       if (request.server.draining) throw streamWhileShuttingDown();
       const stream = streams.begin(request, { first: resumeAfter + 1, count, intervalMs, name });

@@ -79,7 +79,7 @@ export class GreetingStream extends Readable {
       this.#streams.eventsSent += 1;
     }
     const done = this.#next > this.#count;
-    // Nothing due and quiet for long enough: a comment. (A stream resumed past its last event ends empty.)
+    // Nothing due and quiet for long enough: a comment.
     if (chunk === '' && !done && now - this.#lastWriteAt >= this.#streams.keepAliveMs - TIMER_SLACK_MS) {
       chunk = KEEP_ALIVE_COMMENT;
     }

@@ -4,6 +4,7 @@ import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import { after, before, describe, it } from 'node:test';
 import { ApiError, createClient, type GreetingEvent, NetworkError } from '../../src/client/index.js';
 import { type ListeningApp, listening, samples, sendTo } from '../helpers.js';
+import { withTimeout } from '../server-process.js';
 
 async function collect(events: AsyncIterable<GreetingEvent>): Promise<GreetingEvent[]> {
   const received: GreetingEvent[] = [];
@@ -35,6 +36,16 @@ describe('the client: events, against the service in memory', () => {
       events.map((event) => event.id),
       [3, 4],
     );
+  });
+
+  it('is done at once after lastEventId = count: the service answers 204', async () => {
+    const api = createClient({ baseUrl: server.origin });
+    const events = await withTimeout(
+      collect(api.events({ count: 2, interval_ms: 0 }, { lastEventId: 2 })),
+      2000,
+      'done',
+    );
+    assert.deepEqual(events, []);
   });
 
   it('closes the stream when the loop is left: the service frees its slot at once', async () => {

@@ -55,6 +55,31 @@ describe('the conformance kit: the event stream', () => {
     }
   });
 
+  it('fails events.last-event-id against a service that answers a finished stream 200 with no events', async () => {
+    // What an EventSource reconnects to for ever: the stream's head, and no event.
+    const endless = createServer((req, res) => {
+      if (req.headers['last-event-id'] !== '4') {
+        httpRequest(`${service.origin}${req.url}`, { headers: req.headers }, (answer) => {
+          res.writeHead(answer.statusCode ?? 502, answer.headers);
+          answer.pipe(res);
+        }).end();
+        return;
+      }
+      res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-store' }).end();
+    });
+    endless.listen(0, '127.0.0.1');
+    await once(endless, 'listening');
+    try {
+      const port = (endless.address() as { port: number }).port;
+      const report = await runConformance({ baseUrl: `http://127.0.0.1:${port}`, only: ['events.last-event-id'] });
+      const failed = notPassed(report);
+      assert.equal(failed.length, 1, failed.join('\n'));
+      assert.match(failed[0] ?? '', /^fail events\.last-event-id: .*204/);
+    } finally {
+      endless.close();
+    }
+  });
+
   it('fails events.when-due, and only it, through a proxy that buffers the stream', async () => {
     const report = await runConformance({ baseUrl: proxy.url, only: ['events'] });
     const failed = notPassed(report);

@@ -23,7 +23,7 @@ const OPERATIONS = [
   ['get', '/api/v1/hello', 'getHello', [], 'HelloMessage'],
   ['get', '/api/v1/hello/{name}', 'getGreeting', [], 'Greeting'],
   ['get', '/api/v1/search', 'search', [], 'SearchResult'],
-  ['get', '/api/v1/events', 'getEvents', [503], undefined],
+  ['get', '/api/v1/events', 'getEvents', [204, 503], undefined],
   ['post', '/api/v1/echo', 'echo', [413, 415], 'Echo'],
   ['get', '/api/v1/echo/websocket', 'echoWebSocket', [403, 426, 503], undefined],
   ['get', '/api/v1/profile', 'getProfile', [304, 412, 503], 'Profile'],
@@ -340,6 +340,20 @@ describe('GET /openapi.json', () => {
       one.parameters.map((p: Json) => resolve(doc, p)).map((p: { name: string; in: string }) => `${p.in} ${p.name}`),
       ['query fields', 'query version', 'path code'],
     );
+  });
+
+  it('documents the statuses of its own below 400 of each operation', () => {
+    for (const [method, path, , own] of OPERATIONS) {
+      for (const status of own.filter((s) => s < 400)) {
+        assert.ok(doc.paths[path][method].responses[String(status)], `${method} ${path} ${status}`);
+      }
+    }
+  });
+
+  it('documents the event stream resumed at its end: 204 without a body', () => {
+    const done = doc.paths['/api/v1/events'].get.responses['204'];
+    assert.equal(done.content, undefined);
+    assert.match(done.description, /Last-Event-ID/);
   });
 
   it('documents the profile: ETag, 304 without a body, conditional headers', () => {

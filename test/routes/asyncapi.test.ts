@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
 import { DiagnosticSeverity, Parser } from '@asyncapi/parser';
+import type { Config } from '../../src/config/index.js';
 import { type Client, injectClient } from '../helpers.js';
 
 describe('GET /asyncapi.json', () => {
@@ -9,8 +10,12 @@ describe('GET /asyncapi.json', () => {
     for (const client of clients) await client.close();
   });
 
-  async function documentOf(contextPath: string, headers: Record<string, string> = {}) {
-    const client = await injectClient({ contextPath });
+  async function documentOf(
+    contextPath: string,
+    headers: Record<string, string> = {},
+    overrides: Partial<Config> = {},
+  ) {
+    const client = await injectClient({ contextPath, ...overrides });
     clients.push(client);
     const base = contextPath === '/' ? '' : contextPath;
     const res = await client.send({ path: `${base}/asyncapi.json`, headers });
@@ -55,6 +60,16 @@ describe('GET /asyncapi.json', () => {
     assert.deepEqual(Object.keys(doc.components.messages), ['text', 'binary']);
     assert.equal(doc.operations.echo.action, 'receive');
     assert.deepEqual(doc.operations.echo.reply.messages, doc.operations.echo.messages);
+  });
+
+  it('says how the connection closes for each limit, as this deployment sends it: code, reason and value', async () => {
+    const { doc } = await documentOf('/', {}, { wsMaxMessageBytes: 1024 });
+    const { description } = doc.info;
+    assert.ok(description.includes('with 1009 (reason `A message may be at most 1024 bytes.`)'), description);
+    assert.ok(description.includes('(1024 bytes here, once inflated)'), description);
+    assert.ok(description.includes('with 1008 (reason `A message may come in at most 16 fragments.`)'), description);
+    assert.match(description, /Every ping is answered, however many come at once/);
+    assert.match(description, /426 without `Upgrade: websocket` or in HTTP\/1\.0/);
   });
 
   it('is linked from the OpenAPI document, which the documentation page shows', async () => {

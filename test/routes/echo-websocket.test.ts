@@ -11,6 +11,7 @@ import {
   rawExchange,
   type TestResponse,
 } from '../helpers.js';
+import { connectTo, type RawResponse, ResponseReader } from '../raw-http.js';
 
 const KEY = 'dGhlIHNhbXBsZSBub25jZQ==';
 const ACCEPT = 's3pPLMBiTxaQ9kYGzzhZRbK+xOo=';
@@ -34,6 +35,17 @@ async function refused(port: number, path: string, headers: Record<string, strin
   const text = await rawExchange(port, handshake(path, headers));
   assert.doesNotMatch(text, /^HTTP\/1\.1 101/, 'not switched');
   return parseRawResponse(text);
+}
+
+/** The first answer to `bytes` on a connection of their own, an interim one included, and the connection's reader. */
+async function answerTo(
+  port: number,
+  bytes: string | Buffer,
+): Promise<{ response: RawResponse; reader: ResponseReader }> {
+  const socket = await connectTo(port);
+  const reader = new ResponseReader(socket);
+  socket.write(bytes);
+  return { response: await reader.next(), reader };
 }
 
 /** A WebSocket client, open. */
@@ -179,6 +191,32 @@ describe('GET /api/echo/websocket', () => {
     assert.match(head, /^HTTP\/1\.1 426 Upgrade Required\r\n/);
   });
 
+  it('426 UPGRADE_REQUIRED to an HTTP/1.0 handshake: HTTP/1.0 cannot switch (RFC 9110, 7.8), never a 101', async () => {
+    const { port } = await serve();
+    const { response, reader } = await answerTo(port, handshake('/api/echo/websocket').replace('HTTP/1.1', 'HTTP/1.0'));
+    const error = assertEnvelope(response, 426, 'UPGRADE_REQUIRED');
+    assert.match(error.message, /HTTP\/1\.0/);
+    assert.equal(response.headers.upgrade, 'websocket');
+    assert.equal(response.headers.connection, 'Upgrade, close');
+    await reader.closed();
+  });
+
+  it('400 VALIDATION_ERROR to a handshake with a body, never read as WebSocket frames (RFC 9112, 6.3)', async () => {
+    const { port } = await serve();
+    // The body is a masked text frame "hi": switched, it would be echoed.
+    const frame = Buffer.from([0x81, 0x82, 1, 2, 3, 4, 'h'.charCodeAt(0) ^ 1, 'i'.charCodeAt(0) ^ 2]);
+    const head = handshake('/api/echo/websocket', { 'Content-Length': String(frame.length) });
+    const { response, reader } = await answerTo(port, Buffer.concat([Buffer.from(head), frame]));
+    assertEnvelope(response, 400, 'VALIDATION_ERROR', [
+      { field: 'Content-Length', message: 'must be 0: a handshake has no body', value: '8' },
+    ]);
+    await reader.closed();
+    // Content-Length: 0 is no body.
+    const empty = await answerTo(port, handshake('/api/echo/websocket', { 'Content-Length': '0' }));
+    assert.equal(empty.response.status, 101);
+    empty.reader.socket.destroy();
+  });
+
   it('426 over HTTP/2, without the connection fields HTTP/2 forbids: no WebSocket over HTTP/2 here', async () => {
     const client = await http2Client();
     const res = await client.send({ path: '/api/echo/websocket' }).finally(() => client.app.close());
@@ -228,6 +266,35 @@ describe('GET /api/echo/websocket', () => {
         value: 'permessage-deflate; server_max_window_bits=99',
       },
     ]);
+  });
+
+  it('400 VALIDATION_ERROR for a malformed Sec-WebSocket-Extensions whether permessage-deflate is on or off; one it does not speak is declined', async () => {
+    for (const wsPermessageDeflate of [false, true]) {
+      const { port } = await serve({ wsPermessageDeflate });
+      for (const value of ['permessage-deflate;', 'a b', ', permessage-deflate', 'x; y="a b"']) {
+        const { response, reader } = await answerTo(
+          port,
+          handshake('/api/echo/websocket', { 'Sec-WebSocket-Extensions': value }),
+        );
+        assertEnvelope(response, 400, 'VALIDATION_ERROR', [
+          { field: 'Sec-WebSocket-Extensions', message: 'is not valid', value },
+        ]);
+        await reader.closed();
+      }
+      // Well formed, of extensions it does not speak (or, deflate off, of any): switched, none named (RFC 6455, 9.1).
+      for (const value of ['x-webkit-deflate-frame', 'permessage-deflate; client_max_window_bits, foo; bar="baz"']) {
+        const { response, reader } = await answerTo(
+          port,
+          handshake('/api/echo/websocket', { 'Sec-WebSocket-Extensions': value }),
+        );
+        assert.equal(response.status, 101, value);
+        const named = response.headers['sec-websocket-extensions'];
+        if (wsPermessageDeflate && value.startsWith('permessage-deflate'))
+          assert.match(named ?? '', /^permessage-deflate/);
+        else assert.equal(named, undefined, value);
+        reader.socket.destroy();
+      }
+    }
   });
 
   it('403 FORBIDDEN for an Origin CORS_ORIGINS does not allow; an allowed Origin or none switches', async () => {

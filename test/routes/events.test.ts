@@ -6,6 +6,7 @@ import { connect } from 'node:net';
 import { performance } from 'node:perf_hooks';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { EventSource } from 'undici';
 import {
   assertEnvelope,
   assertLocalNow,
@@ -18,6 +19,7 @@ import {
   sendTo,
   transports,
 } from '../helpers.js';
+import { connectTo, ResponseReader } from '../raw-http.js';
 import { killAllServers, startServer, withTimeout } from '../server-process.js';
 import { makeTlsFiles, OPENSSL_MISSING, OPENSSL_SKIP_REASON, type TlsFiles } from '../tls-files.js';
 import { OtlpReceiver } from '../tracing/otlp-receiver.js';
@@ -102,12 +104,23 @@ for (const [transport, connect] of transports) {
       assertGreetings(res.text, name, 1, 1);
     });
 
-    it('resumes after Last-Event-ID, and ends at once after the last', async () => {
+    it('resumes after Last-Event-ID; after the last, 204 with no body, which stops an EventSource', async () => {
       const res = await client.send({ path: '/api/events?count=4&interval_ms=0', headers: { 'last-event-id': '2' } });
       assertGreetings(res.text, 'World', 3, 4);
-      const done = await client.send({ path: '/api/events?count=4&interval_ms=0', headers: { 'last-event-id': '4' } });
-      assert.equal(done.status, 200);
-      assert.equal(done.text, '');
+      for (const method of ['GET', 'HEAD']) {
+        const done = await client.send({
+          method,
+          path: '/api/events?count=4&interval_ms=0',
+          headers: { 'last-event-id': '4' },
+        });
+        assert.equal(done.status, 204, method);
+        assert.equal(done.text, '');
+        assert.equal(done.headers['content-type'], undefined);
+        assert.equal(done.headers['x-accel-buffering'], undefined);
+        assert.equal(done.headers['cache-control'], 'no-store');
+        assert.equal(done.headers['api-version'], '1');
+        assert.equal(typeof done.headers['x-request-id'], 'string');
+      }
       const zero = await client.send({ path: '/api/events?count=1&interval_ms=0', headers: { 'last-event-id': '0' } });
       assertGreetings(zero.text, 'World', 1, 1);
     });
@@ -338,6 +351,44 @@ describe('GET /api/events over a connection', () => {
     assert.ok(Number(line.events_sent) >= 2, String(line.events_sent));
     second.close();
     await until(async () => (await metric(server.origin, 'event_streams_open')) === 0, 1000, 'every slot freed');
+  });
+
+  it('answers a stream resumed at its end 204 with no body, and the connection serves the next request', async () => {
+    const socket = await connectTo(server.port);
+    const reader = new ResponseReader(socket);
+    socket.write(
+      'GET /api/events?count=3&interval_ms=0 HTTP/1.1\r\nHost: x\r\nAccept: text/event-stream\r\nLast-Event-ID: 3\r\nX-Request-Id: sse-done\r\n\r\n',
+    );
+    const done = await reader.next();
+    assert.equal(done.status, 204);
+    assert.equal(done.text, '');
+    assert.equal(done.headers['x-request-id'], 'sse-done');
+    assert.equal(done.headers['content-type'], undefined);
+    assert.equal(done.headers['transfer-encoding'], undefined);
+    assert.equal(done.headers['content-length'], undefined);
+    assert.equal(done.headers.connection, 'keep-alive');
+    socket.write('GET /api/hello HTTP/1.1\r\nHost: x\r\n\r\n');
+    assert.equal((await reader.next()).status, 200);
+    socket.destroy();
+    await until(() => server.logs.lines.some((line) => line.request_id === 'sse-done'), 2000, 'the line');
+    assert.equal(server.logs.lineOf('sse-done').status, 204);
+    assert.equal(server.logs.lineOf('sse-done').events_sent, undefined);
+  });
+
+  it('an EventSource reconnects once after the last event, is answered 204, and stops', async () => {
+    const url = '/api/events?count=2&interval_ms=0&name=EventSource';
+    const source = new EventSource(`${server.origin}${url}`);
+    const ids: string[] = [];
+    source.addEventListener('greeting', (event) => ids.push((event as MessageEvent).lastEventId));
+    try {
+      // It reconnects after its default 3 s with Last-Event-ID: 2; a 200 would have it reconnect for ever.
+      await until(() => source.readyState === EventSource.CLOSED, 8000, 'the EventSource closed');
+    } finally {
+      source.close();
+    }
+    assert.deepEqual(ids, ['1', '2']);
+    const asked = server.logs.lines.filter((line) => line.url === url).map((line) => line.status);
+    assert.deepEqual(asked, [200, 204]);
   });
 
   it('sends a comment on a stream quiet for 15 s', { timeout: 30_000 }, async () => {
