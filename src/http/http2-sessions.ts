@@ -128,6 +128,8 @@ class Http2Request extends Http2ServerRequest {
   counted: Session | undefined;
   /** Bytes of its body counted: those that came, and for a body in a content coding, once it has all come, BODY_LIMIT. */
   bytes = 0;
+  /** Its Content-Length: nghttp2 lets no more come. */
+  declared = Number.POSITIVE_INFINITY;
   /** All of its body has come. */
   whole = false;
   /** Its body is in a content coding: what it decodes to is not what comes. */
@@ -284,7 +286,9 @@ class Session implements Holding {
 
   /** Counts a served request's body from now on. */
   count(req: Http2Request): void {
-    req.coded = req.headers['content-encoding'] !== undefined;
+    const { 'content-encoding': coding, 'content-length': length } = req.headers;
+    req.coded = coding !== undefined;
+    if (length !== undefined) req.declared = Number(length);
     req.counted = this;
     this.coming.add(req);
   }
@@ -296,7 +300,8 @@ class Session implements Holding {
       return;
     }
     this.#add(req, chunk.length);
-    if (!this.#mayRead(req)) this.#hold(req);
+    // A body come whole is not held back: that would keep out nothing.
+    if (req.bytes < req.declared && !this.#mayRead(req)) this.#hold(req);
   }
 
   #add(req: Http2Request, bytes: number): void {
