@@ -63,13 +63,16 @@ export const HTTP2_LIMITS = {
    * stream closes: an answer can be as large as its request's body (the echo), and one its client
    * does not read is held, on the heap, until then. Beyond it, the service reads no more of any
    * session's bodies but its oldest one still coming (a quarter of the 128 MiB heap the Kubernetes
-   * recipe gives).
+   * recipe gives); those held back are read again as bytes are let go, a session at a time in
+   * turn. What sessions hold beyond it, each its oldest body and its streams' windows, the memory
+   * budget counts.
    */
   maxBodyBytesServed: 32 * 1024 * 1024,
   /**
-   * A session's share of them: beyond it, the service reads no more of the session's bodies but its
-   * oldest one still coming, and not that one either while the bodies the session has whole (their
-   * answers under way) hold as much. A body not read holds its stream's window (initialWindowSize) at most.
+   * A session's share of them (an eighth: however many streams one declares large bodies on, the
+   * others are read): beyond it, the service reads no more of the session's bodies but its oldest
+   * one still coming, and not that one either while the bodies the session has whole (their answers
+   * under way) hold as much. A body not read holds its stream's window (initialWindowSize) at most.
    */
   maxSessionBodyBytes: 4 * 1024 * 1024,
 } as const;
