@@ -3,7 +3,7 @@ import {
   constants,
   createServer,
   type Http2Server,
-  type Http2ServerRequest,
+  Http2ServerRequest,
   Http2ServerResponse,
   type ServerHttp2Session,
   type ServerHttp2Stream,
@@ -53,13 +53,28 @@ export const HTTP2_LIMITS = {
    */
   maxUnsentBytes: 1024 * 1024,
   /**
-   * Bytes of request bodies being served at once across all sessions, each counted as its
-   * Content-Length declares or else as BODY_LIMIT, from the moment it is served until its stream
-   * closes: an answer can be as large as its request's body (the echo), and one its client does not
-   * read is held, on the heap, until then. Beyond it, the next requests with a body wait as above
-   * (a quarter of the 128 MiB heap the Kubernetes recipe gives); one is always served.
+   * Bytes a client may send on a stream before the service reads them (SETTINGS_INITIAL_WINDOW_SIZE,
+   * HTTP/2's default): what a stream whose body is not being read holds at most.
+   */
+  initialWindowSize: 65_535,
+  /**
+   * Bytes of request bodies held at once across all sessions, each counted as its bytes arrive (a
+   * body in a content coding, once it has all come, as BODY_LIMIT: what it may decode to) until its
+   * stream closes: an answer can be as large as its request's body (the echo), and one its client
+   * does not read is held, on the heap, until then. Beyond it, the service reads no more of any
+   * session's bodies but its oldest one still coming (a quarter of the 128 MiB heap the Kubernetes
+   * recipe gives); those held back are read again as bytes are let go, a session at a time in
+   * turn. What sessions hold beyond it, each its oldest body and its streams' windows, the memory
+   * budget counts.
    */
   maxBodyBytesServed: 32 * 1024 * 1024,
+  /**
+   * A session's share of them (an eighth: however many streams one declares large bodies on, the
+   * others are read): beyond it, the service reads no more of the session's bodies but its oldest
+   * one still coming, and not that one either while the bodies the session has whole (their answers
+   * under way) hold as much. A body not read holds its stream's window (initialWindowSize) at most.
+   */
+  maxSessionBodyBytes: 4 * 1024 * 1024,
 } as const;
 
 export interface Http2SessionOptions {
@@ -99,6 +114,41 @@ function resetOnceAnswered(stream: ServerHttp2Stream): void {
   else setTimeout(resetOnceAnswered, 10, stream);
 }
 
+/** What the sessions' request bodies hold together, and the sessions some of whose bodies are not read for it. */
+interface BodyPool {
+  bytes: number;
+  /** In the order they are to be read again: a session goes to the back each time its turn comes. */
+  held: Set<Session>;
+}
+
+/**
+ * A request over HTTP/2 whose body, once served, is counted against its session's share and the
+ * pool as it arrives (compat pushes each chunk of the stream into the request), and is not read
+ * while the session says so: its stream paused, its client's window for it stays closed.
+ */
+class Http2Request extends Http2ServerRequest {
+  /** The session counting its body, from the moment it is served until its stream closes. */
+  counted: Session | undefined;
+  /** Bytes of its body counted: those that came, and for a body in a content coding, once it has all come, BODY_LIMIT. */
+  bytes = 0;
+  /** Its Content-Length: nghttp2 lets no more come. */
+  declared = Number.POSITIVE_INFINITY;
+  /** All of its body has come. */
+  whole = false;
+  /** Its body is in a content coding: what it decodes to is not what comes. */
+  coded = false;
+
+  override push(chunk: Buffer | null, encoding?: BufferEncoding): boolean {
+    this.counted?.take(this, chunk);
+    return super.push(chunk, encoding);
+  }
+
+  // Paused by its session, its stream is resumed by the session, not by the body's reader.
+  override _read(size: number): void {
+    if (this.counted?.held.has(this) !== true) super._read(size);
+  }
+}
+
 /**
  * An answer over HTTP/2, as Node makes it, with what the service adds to every one:
  * - no `Connection` field, which code written for HTTP/1.1 sets (Fastify, after a body it could
@@ -110,7 +160,7 @@ function resetOnceAnswered(stream: ServerHttp2Stream): void {
  * - the request's timer, which its end clears;
  * - its unsent bytes held against the memory budget, which sheds it with RST_STREAM CANCEL.
  */
-class Http2Response extends Http2ServerResponse implements Holding {
+class Http2Response extends Http2ServerResponse<Http2Request> implements Holding {
   readonly action = 'stream_reset';
   /** The request timeout of a request with a body, until the answer ends. */
   timer: NodeJS.Timeout | undefined;
@@ -175,53 +225,178 @@ function byteLength(chunk: string | Uint8Array, encoding: unknown): number {
 
 /** A request waiting to be served while its session holds too many unsent bytes. */
 interface Waiting {
-  req: Http2ServerRequest;
+  req: Http2Request;
   res: Http2Response;
   since: number;
-  bodyBytes: number;
 }
 
-/** What the service keeps of each session. */
-interface SessionState {
+/**
+ * What the service keeps of each session; for the memory budget, what its requests' bodies hold
+ * (counted, and in their streams unread), shed by ending the session.
+ */
+class Session implements Holding {
+  readonly action = 'connection_reset';
+  leaving = false;
+  /** What its bodies held when last measured (`measure`). */
+  bytes = 0;
   /** Streams opened, and those its client reset before they were served. */
-  streams: number;
-  resets: number;
+  streams = 0;
+  resets = 0;
   /** Sent GOAWAY ENHANCE_YOUR_CALM: it takes no more streams. */
-  refused: boolean;
+  refused = false;
   /** Streams open now. */
-  open: number;
+  open = 0;
   /** Runs while no stream is open: the keep-alive timeout. */
   idle: NodeJS.Timeout | undefined;
   /** The answers being given, and the requests waiting for the session's unsent bytes to fall. */
-  answers: Set<Http2Response>;
-  waiting: Waiting[];
-}
+  readonly answers = new Set<Http2Response>();
+  waiting: Waiting[] = [];
+  /** Bytes of bodies counted; those of the bodies come whole. */
+  bodyBytes = 0;
+  wholeBytes = 0;
+  /** The bodies served and still coming, oldest first; those of them not read meanwhile. */
+  readonly coming = new Set<Http2Request>();
+  readonly held = new Set<Http2Request>();
+  readonly http2: ServerHttp2Session;
+  readonly #pool: BodyPool;
+  readonly #bodyLimit: number;
 
-/** The bytes of answers the session holds, not yet sent. */
-function unsentOf(state: SessionState): number {
-  let bytes = 0;
-  for (const res of state.answers) bytes += res.unsent;
-  return bytes;
+  constructor(http2: ServerHttp2Session, pool: BodyPool, bodyLimit: number) {
+    this.http2 = http2;
+    this.#pool = pool;
+    this.#bodyLimit = bodyLimit;
+  }
+
+  /** Measures what its requests' bodies hold: those counted, and what waits unread in their streams. */
+  measure(): void {
+    let bytes = this.bodyBytes;
+    for (const { req } of this.waiting) bytes += req.stream.readableLength;
+    for (const res of this.answers) bytes += res.stream.readableLength;
+    this.bytes = bytes;
+  }
+
+  shed(): void {
+    this.leaving = true;
+    this.http2.destroy();
+  }
+
+  /** The bytes of answers the session holds, not yet sent. */
+  get unsent(): number {
+    let bytes = 0;
+    for (const res of this.answers) bytes += res.unsent;
+    return bytes;
+  }
+
+  /** Counts a served request's body from now on. */
+  count(req: Http2Request): void {
+    const { 'content-encoding': coding, 'content-length': length } = req.headers;
+    req.coded = coding !== undefined;
+    if (length !== undefined) req.declared = Number(length);
+    req.counted = this;
+    this.coming.add(req);
+  }
+
+  /** A chunk of a request's body, or its end (null). */
+  take(req: Http2Request, chunk: Buffer | null): void {
+    if (chunk === null) {
+      this.#whole(req);
+      return;
+    }
+    this.#add(req, chunk.length);
+    // A body come whole is not held back: that would keep out nothing.
+    if (req.bytes < req.declared && !this.#mayRead(req)) this.#hold(req);
+  }
+
+  #add(req: Http2Request, bytes: number): void {
+    req.bytes += bytes;
+    this.bodyBytes += bytes;
+    this.#pool.bytes += bytes;
+  }
+
+  #whole(req: Http2Request): void {
+    if (req.whole) return;
+    req.whole = true;
+    if (req.coded && req.bytes < this.#bodyLimit) this.#add(req, this.#bodyLimit - req.bytes);
+    this.wholeBytes += req.bytes;
+    this.coming.delete(req);
+    this.held.delete(req);
+    this.#readOldest();
+  }
+
+  /** Lets go of a request's body, its stream closed; whether it held bytes others may wait for. */
+  release(req: Http2Request): boolean {
+    if (req.counted !== this) return false;
+    req.counted = undefined;
+    this.bodyBytes -= req.bytes;
+    this.#pool.bytes -= req.bytes;
+    if (req.whole) this.wholeBytes -= req.bytes;
+    this.coming.delete(req);
+    this.held.delete(req);
+    this.#readOldest();
+    return req.bytes > 0;
+  }
+
+  /**
+   * Whether more of a body may be read now: under the session's share and the pool's, any; over
+   * either, its oldest one still coming, unless the bodies it has whole hold its share.
+   */
+  #mayRead(req: Http2Request): boolean {
+    if (this.bodyBytes < HTTP2_LIMITS.maxSessionBodyBytes && this.#pool.bytes < HTTP2_LIMITS.maxBodyBytesServed) {
+      return true;
+    }
+    return this.wholeBytes < HTTP2_LIMITS.maxSessionBodyBytes && this.coming.values().next().value === req;
+  }
+
+  #hold(req: Http2Request): void {
+    this.held.add(req);
+    req.stream.pause();
+    this.#pool.held.add(this);
+  }
+
+  #read(req: Http2Request): void {
+    this.held.delete(req);
+    req.stream.resume();
+  }
+
+  /** The oldest body still coming is read again, if held and it may be. */
+  #readOldest(): void {
+    const oldest = this.coming.values().next().value;
+    if (oldest !== undefined && this.held.has(oldest) && this.#mayRead(oldest)) this.#read(oldest);
+  }
+
+  /**
+   * Reads again, oldest first, the held bodies that may be read, each counted as the window it may
+   * bring before it is looked at again, while `room` lasts; the room left.
+   */
+  readHeld(room: number): number {
+    let left = room;
+    for (const req of this.held) {
+      if (left <= 0 || this.bodyBytes + (room - left) >= HTTP2_LIMITS.maxSessionBodyBytes) break;
+      this.#read(req);
+      left -= HTTP2_LIMITS.initialWindowSize;
+    }
+    return left;
+  }
 }
 
 export class Http2Sessions {
   readonly server: Http2Server;
   readonly #handler: Handler;
-  readonly #sessions = new Map<ServerHttp2Session, SessionState>();
+  readonly #sessions = new Map<ServerHttp2Session, Session>();
   readonly #options: Http2SessionOptions;
   #closing = false;
-  /** The bytes of request bodies served and whose streams are still open, in all sessions (maxBodyBytesServed). */
-  #bodyBytesServed = 0;
+  readonly #pool: BodyPool = { bytes: 0, held: new Set() };
   /** Looks at every session's answers and waiting requests while there are sessions. */
   #watch: NodeJS.Timeout | undefined;
 
   constructor(handler: Handler, options: Http2SessionOptions) {
     this.#handler = handler;
     this.#options = options;
-    const { maxConcurrentStreams, maxHeaderListSize, maxClientResets: _, ...limits } = HTTP2_LIMITS;
+    const { maxConcurrentStreams, maxHeaderListSize, initialWindowSize, maxClientResets: _, ...limits } = HTTP2_LIMITS;
     const serverOptions = {
       ...limits,
-      settings: { maxConcurrentStreams, maxHeaderListSize },
+      settings: { maxConcurrentStreams, maxHeaderListSize, initialWindowSize },
+      Http2ServerRequest: Http2Request,
       Http2ServerResponse: Http2Response,
     };
     // A request is served a turn after it came, once the frames read with it are taken in: a
@@ -230,16 +405,20 @@ export class Http2Sessions {
       setImmediate(this.#serve, req, res),
     ) as unknown as Http2Server;
     this.server.on('session', (session) => this.#begin(session));
-    options.budget.add(() => this.#answers());
+    options.budget.add(() => this.#holdings());
     this.server.on('checkContinue', (req: Http2ServerRequest, res: Http2ServerResponse) => {
       continueWhenRead(req, res);
       this.server.emit('request', req, res);
     });
   }
 
-  /** The answers being given in every session, for the memory budget. */
-  *#answers(): Iterable<Http2Response> {
-    for (const state of this.#sessions.values()) yield* state.answers;
+  /** For the memory budget: the answers being given in every session, and each session's bodies. */
+  *#holdings(): Iterable<Holding> {
+    for (const state of this.#sessions.values()) {
+      yield* state.answers;
+      state.measure();
+      yield state;
+    }
   }
 
   /** Takes a connection whose client speaks HTTP/2: the preface was read, or ALPN chose h2. */
@@ -263,20 +442,13 @@ export class Http2Sessions {
   }
 
   #begin(session: ServerHttp2Session): void {
-    const state: SessionState = {
-      streams: 0,
-      resets: 0,
-      refused: false,
-      open: 0,
-      idle: undefined,
-      answers: new Set(),
-      waiting: [],
-    };
+    const state = new Session(session, this.#pool, this.#options.bodyLimit);
     this.#sessions.set(session, state);
     this.#watch ??= setInterval(this.#look, Math.min(1000, this.#options.requestTimeoutMs / 4)).unref();
     session.once('close', () => {
       clearTimeout(state.idle);
       this.#sessions.delete(session);
+      this.#pool.held.delete(state);
       if (this.#sessions.size > 0) return;
       clearInterval(this.#watch);
       this.#watch = undefined;
@@ -293,7 +465,7 @@ export class Http2Sessions {
    * Node's own timer): GOAWAY, which ends the session at once unless its client opened a stream
    * meanwhile; that one has the request timeout to end, then the connection is closed.
    */
-  #idle(session: ServerHttp2Session, state: SessionState): void {
+  #idle(session: ServerHttp2Session, state: Session): void {
     state.idle = setTimeout(() => {
       session.close();
       setTimeout(() => session.destroy(), this.#options.requestTimeoutMs).unref();
@@ -305,7 +477,7 @@ export class Http2Sessions {
    * served: Node tells of a new stream once the frames read with it are taken in, so a stream reset
    * at once (Rapid Reset) is already closed then.
    */
-  #follow(session: ServerHttp2Session, state: SessionState, stream: ServerHttp2Stream): void {
+  #follow(session: ServerHttp2Session, state: Session, stream: ServerHttp2Stream): void {
     state.streams += 1;
     if (stream.destroyed) {
       this.#countReset(session, state);
@@ -336,68 +508,57 @@ export class Http2Sessions {
       stream.close(constants.NGHTTP2_REFUSED_STREAM);
       return;
     }
-    const bodyBytes = stream.endAfterHeaders ? 0 : this.#bodyBytesOf(req);
-    if (state.waiting.length > 0 || unsentOf(state) >= HTTP2_LIMITS.maxUnsentBytes || !this.#bodyFits(bodyBytes)) {
+    if (state.waiting.length > 0 || state.unsent >= HTTP2_LIMITS.maxUnsentBytes) {
       // Streams reset while they wait are dropped here too: no more wait than may be open at once.
       if (state.waiting.length >= HTTP2_LIMITS.maxConcurrentStreams) {
         state.waiting = state.waiting.filter((waiting) => !waiting.req.stream.destroyed);
       }
-      state.waiting.push({ req, res: res as Http2Response, since: performance.now(), bodyBytes });
+      state.waiting.push({ req: req as Http2Request, res: res as Http2Response, since: performance.now() });
       return;
     }
-    this.#answer(state, req, res as Http2Response, bodyBytes);
+    this.#answer(state, req as Http2Request, res as Http2Response);
   };
 
-  /** What a request's body may hold: its declared length, or BODY_LIMIT when it declares none or is coded (it may decode to that). */
-  #bodyBytesOf(req: Http2ServerRequest): number {
-    const { bodyLimit } = this.#options;
-    const { 'content-length': declared, 'content-encoding': coding } = req.headers;
-    if (declared === undefined || coding !== undefined) return bodyLimit;
-    const length = Number(declared);
-    return length >= 0 && length < bodyLimit ? length : bodyLimit;
-  }
-
-  /** Whether a request with a body of so many bytes may be served now: always, if no other body is. */
-  #bodyFits(bodyBytes: number): boolean {
-    return (
-      bodyBytes === 0 ||
-      this.#bodyBytesServed === 0 ||
-      this.#bodyBytesServed + bodyBytes <= HTTP2_LIMITS.maxBodyBytesServed
-    );
-  }
-
-  #answer(state: SessionState, req: Http2ServerRequest, res: Http2Response, bodyBytes: number): void {
+  #answer(state: Session, req: Http2Request, res: Http2Response): void {
     const { stream } = req;
     // A request that waited has the whole request timeout again once served.
     res.progressAt = performance.now();
     state.answers.add(res);
-    this.#bodyBytesServed += bodyBytes;
+    if (!stream.endAfterHeaders) state.count(req);
     stream.once('close', () => {
       state.answers.delete(res);
       // An answer cut short never ends: its timer would hold it, and its body, for the request timeout.
       clearTimeout(res.timer);
-      if (bodyBytes === 0) {
-        this.#serveWaiting(state);
-        return;
-      }
-      // Any session's requests may be waiting for these bytes.
-      this.#bodyBytesServed -= bodyBytes;
-      for (const waiting of this.#sessions.values()) this.#serveWaiting(waiting);
+      // Any session's bodies may be held back for these bytes.
+      if (state.release(req)) this.#readHeld();
+      this.#serveWaiting(state);
     });
     if (!stream.endAfterHeaders) res.timer = this.#requestTimer(req, res);
     this.#handler(req, res);
   }
 
+  /** Serves the requests that wait, in turn, while the session's unsent bytes are under the bound. */
+  #serveWaiting(state: Session): void {
+    while (state.waiting.length > 0 && state.unsent < HTTP2_LIMITS.maxUnsentBytes) {
+      const next = state.waiting.shift() as Waiting;
+      if (!next.req.stream.destroyed) this.#answer(state, next.req, next.res);
+    }
+  }
+
   /**
-   * Serves the requests that wait, in turn, while the session's unsent bytes are under the bound and
-   * the next one's body fits the bound of all sessions.
+   * Reads again the bodies held back while the pool has room, a session at a time in the order they
+   * were held back, each going to the back once its turn has come: no session is read first each
+   * time because it came first.
    */
-  #serveWaiting(state: SessionState): void {
-    while (state.waiting.length > 0 && unsentOf(state) < HTTP2_LIMITS.maxUnsentBytes) {
-      const next = state.waiting[0] as Waiting;
-      if (!next.req.stream.destroyed && !this.#bodyFits(next.bodyBytes)) return;
-      state.waiting.shift();
-      if (!next.req.stream.destroyed) this.#answer(state, next.req, next.res, next.bodyBytes);
+  #readHeld(): void {
+    if (this.#pool.held.size === 0) return;
+    let room = HTTP2_LIMITS.maxBodyBytesServed - this.#pool.bytes;
+    for (const state of [...this.#pool.held]) {
+      if (room <= 0) return;
+      const left = state.readHeld(room);
+      this.#pool.held.delete(state);
+      if (state.held.size > 0) this.#pool.held.add(state);
+      room = left;
     }
   }
 
@@ -449,7 +610,7 @@ export class Http2Sessions {
    * a little later: closed at once with the client's frames still unread, it would be reset, and
    * the GOAWAY lost with it.
    */
-  #countReset(session: ServerHttp2Session, state: SessionState): void {
+  #countReset(session: ServerHttp2Session, state: Session): void {
     state.resets += 1;
     if (state.refused || state.resets <= HTTP2_LIMITS.maxClientResets || 2 * state.resets <= state.streams) return;
     state.refused = true;

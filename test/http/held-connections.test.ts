@@ -4,6 +4,7 @@ import { after, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { request } from 'undici';
 import { WebSocket } from 'ws';
+import { h2 } from '../h2-client.js';
 import { ErrorCode, FrameType, headersFrame, RawH2, requestFields, Setting } from '../h2-frames.js';
 import { assertEnvelope, listening, parseRawResponse, rawExchange, samples, type TestResponse } from '../helpers.js';
 
@@ -141,6 +142,25 @@ describe('the memory budget (MEMORY_BUDGET_BYTES=1048576)', () => {
     const closed = new Promise((resolve) => socket.once('close', resolve));
     await Promise.race([closed, sleep(3000)]);
     assert.equal(socket.destroyed, true, 'the connection holding the body was reset');
+    assert.equal(await metric(origin, '{action="connection_reset"}'), 1);
+  });
+
+  it('resets an HTTP/2 session whose bodies, together larger than the budget, never end', async () => {
+    const { app, origin } = await listening({ memoryBudgetBytes: MiB, http2: true });
+    closers.push(() => app.close());
+    const session = await h2(origin);
+    const closed = new Promise((resolve) => session.once('close', resolve));
+    // 30 bodies of 60 KB each, within their streams' windows, all of them read: 1.8 MB in all.
+    for (let i = 0; i < 30; i += 1) {
+      const stream = session.request(
+        { ':method': 'POST', ':path': '/api/echo', 'content-type': 'application/json', 'content-length': String(MiB) },
+        { endStream: false },
+      );
+      stream.on('error', () => {});
+      stream.write(Buffer.alloc(60_000, ' '));
+    }
+    await Promise.race([closed, sleep(3000)]);
+    assert.equal(session.destroyed, true, 'the session holding the bodies was reset');
     assert.equal(await metric(origin, '{action="connection_reset"}'), 1);
   });
 

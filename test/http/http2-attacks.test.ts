@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { mkdtemp } from 'node:fs/promises';
-import { connect as connectHttp2, constants } from 'node:http2';
+import { type ClientHttp2Stream, connect as connectHttp2, constants } from 'node:http2';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
@@ -8,7 +8,7 @@ import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { request } from 'undici';
 import { HTTP2_LIMITS } from '../../src/http/http2-sessions.js';
-import { readStream } from '../h2-client.js';
+import { h2, readStream } from '../h2-client.js';
 import {
   ErrorCode,
   Flag,
@@ -305,6 +305,71 @@ describe('HTTP/2 attacks, against the server process', () => {
       session.close();
     }
   });
+
+  // Each stream of the attacker's declares a body of 1 MiB; what it then sends of it, given the stream and the timers to clear.
+  const BODY = JSON.stringify({ data: 'x'.repeat(2 ** 20 - 11) });
+  for (const [sending, send] of [
+    ['nothing', () => undefined],
+    ['a byte every 100 ms', (stream, timers) => timers.push(setInterval(() => stream.write(' '), 100))],
+    [
+      'all of it, reading none of the echoes',
+      (stream) => {
+        stream.on('response', () => stream.pause());
+        stream.end(BODY);
+      },
+    ],
+  ] as const satisfies readonly (readonly [string, (stream: ClientHttp2Stream, timers: NodeJS.Timeout[]) => void])[]) {
+    it(`a session of 100 streams each declaring a body of 1 MiB and sending ${sending} holds none of another session's uploads back`, async () => {
+      const attacker = await h2(origin);
+      const victim = await h2(origin);
+      const timers: NodeJS.Timeout[] = [];
+      try {
+        const uploads = await underAttack(async () => {
+          for (let i = 0; i < HTTP2_LIMITS.maxConcurrentStreams; i += 1) {
+            const stream = attacker.request(
+              {
+                ':method': 'POST',
+                ':path': '/api/echo',
+                'content-type': 'application/json',
+                'content-length': String(BODY.length),
+              },
+              { endStream: false },
+            );
+            stream.on('error', () => {});
+            send(stream, timers);
+          }
+          await sleep(300); // the server has taken them all
+          const started = performance.now();
+          const [answers] = await Promise.all([
+            Promise.all(
+              Array.from({ length: 16 }, async (_, i) => {
+                const stream = victim.request({
+                  ':method': 'PUT',
+                  ':path': '/api/profile',
+                  'content-type': 'application/json',
+                });
+                stream.end(JSON.stringify({ name: `Victim ${i}` }));
+                const answer = await readStream(stream).catch((error: Error) => ({ status: error.message }));
+                return { status: answer.status, elapsedMs: performance.now() - started };
+              }),
+            ),
+            // The attacker holds on meanwhile, and the well-behaved client measures throughout.
+            sleep(ATTACK_MS),
+          ]);
+          return answers;
+        });
+        const answered = uploads.filter(({ status, elapsedMs }) => status === 200 && elapsedMs < REQUEST_TIMEOUT_MS);
+        console.log(
+          `  ${answered.length} of ${uploads.length} uploads answered 200 within ${REQUEST_TIMEOUT_MS} ms; slowest ${Math.max(...uploads.map((u) => u.elapsedMs)).toFixed(0)} ms`,
+        );
+        assert.ok(answered.length >= 14, JSON.stringify(uploads));
+      } finally {
+        for (const timer of timers) clearInterval(timer);
+        attacker.destroy();
+        victim.close();
+      }
+    });
+  }
 
   it(`idle sessions are each closed with GOAWAY NO_ERROR after KEEP_ALIVE_TIMEOUT_MS`, async () => {
     const results = await underAttack(async () => {

@@ -2,6 +2,8 @@ import assert from 'node:assert/strict';
 import { type ClientHttp2Session, connect } from 'node:http2';
 import { after, describe, it } from 'node:test';
 import { request } from 'undici';
+import { HTTP2_LIMITS } from '../../src/http/http2-sessions.js';
+import { readStream } from '../h2-client.js';
 import { exitOf, killAllServers, type RunningServer, rssMiB, startServer } from '../server-process.js';
 
 after(killAllServers);
@@ -115,5 +117,35 @@ describe('HTTP/2 request bodies in flight together, under a heap of 128 MiB', ()
 
   it('the same, the client resetting the streams it has no memory left for (ENHANCE_YOUR_CALM): their answers are let go at once', async () => {
     await floodAndServe(undefined);
+  });
+
+  it(`echoes whole the bodies one session sends at once beyond its ${HTTP2_LIMITS.maxSessionBodyBytes / 2 ** 20} MiB share, as its client reads them`, async () => {
+    const server = await startServer({ HTTP2: 'true' }, [], { nodeArgs: ['--max-old-space-size=128'] });
+    const body = megabyteObject();
+    const count = 40;
+    assert.ok(count * body.length > 4 * HTTP2_LIMITS.maxSessionBodyBytes, 'more than the share');
+    // Node's client would reset the streams past its own 10 MiB of session memory: the bodies it holds unsent.
+    const session = connect(`http://127.0.0.1:${server.port}`, { maxSessionMemory: 1000 }).on('error', () => {});
+    try {
+      // All sent at once: the service reads the session's oldest body always, the others while there is room.
+      const answers = await Promise.all(
+        Array.from({ length: count }, () => {
+          const stream = session.request({
+            ':method': 'POST',
+            ':path': '/api/echo',
+            'content-type': 'application/json',
+          });
+          stream.end(body);
+          return readStream(stream);
+        }),
+      );
+      for (const answer of answers) {
+        assert.equal(answer.status, 200);
+        assert.ok(answer.text.startsWith(`{"received":${body}`));
+      }
+    } finally {
+      session.close();
+      server.kill();
+    }
   });
 });

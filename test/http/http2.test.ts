@@ -88,6 +88,7 @@ describe('HTTP/2 with prior knowledge beside HTTP/1.1 on one port', () => {
     try {
       assert.equal(session.remoteSettings.maxConcurrentStreams, 100);
       assert.equal(session.remoteSettings.maxHeaderListSize, 16 * 1024);
+      assert.equal(session.remoteSettings.initialWindowSize, HTTP2_LIMITS.initialWindowSize);
     } finally {
       session.close();
     }
