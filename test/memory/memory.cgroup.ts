@@ -190,14 +190,12 @@ describe('memory under attack in a 256 MiB cgroup with a 128 MiB heap', {
     });
   });
 
-  it('60 WebSocket clients sending 64 KiB messages for 12 s and never reading', async () => {
+  it('60 WebSocket clients sending 64 KiB messages for 12 s and never reading, twice', async () => {
     await underLimit({}, async (running) => {
       const message = Buffer.alloc(64 * 1024, 7);
-      const closes: number[] = [];
-      const result = await attackFor(12, running, async (clients) => {
+      const attack = async (clients: Clients) => {
         const opened = Array.from({ length: 60 }, () => {
           const ws = clients.add(new WebSocket(`ws://127.0.0.1:${running.port}/api/echo/websocket`));
-          ws.on('close', (code) => closes.push(code));
           return new Promise<void>((resolve) => {
             ws.once('open', () => {
               (ws as unknown as { _socket: Socket })._socket.pause();
@@ -213,8 +211,13 @@ describe('memory under attack in a 256 MiB cgroup with a 128 MiB heap', {
           });
         });
         await Promise.all(opened);
-      });
-      assertHeld(result, 'WebSockets that never read');
+      };
+      // Some 200 MiB pass through the process in 12 s: what the allocator keeps of them after is
+      // used again by the next such attack, so the second round holds no more than the first left.
+      const first = await attackFor(12, running, attack);
+      assertHeld(first, 'WebSockets that never read', RSS_BOUND_MIB);
+      const second = await attackFor(12, running, attack);
+      assertHeld(second, 'WebSockets that never read, again', first.afterMiB + 16);
     });
   });
 
