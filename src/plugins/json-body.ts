@@ -101,7 +101,9 @@ const DECODED = [...CODINGS];
 /**
  * Bodies decoded at once; the rest wait, each holding only its coded bytes. A coded body is read
  * whole before its turn, so that a client that sends slowly holds no turn: a body of a kilobyte
- * can decode to the body limit, and four hundred at once would hold four hundred of those.
+ * can decode to the body limit, and four hundred at once would hold four hundred of those. The
+ * turns go a client (`request.ip`) at a time in rotation: one that sends a thousand bodies costly
+ * to decode waits behind another's one, not the other way round.
  */
 const decodings = new Turns(4);
 
@@ -125,14 +127,17 @@ class DecodedBody extends Readable {
   /** The codings in the order they are decoded. */
   readonly #codings: readonly string[];
   readonly #limit: number;
+  /** The client whose body it is, whose turns to decode come in rotation with others'. */
+  readonly #client: string;
   /** The decoder at work. */
   #decoder: Decoder | null = null;
 
-  constructor(raw: NodeJS.ReadableStream, header: string, codings: readonly string[], limit: number) {
+  constructor(raw: NodeJS.ReadableStream, header: string, codings: readonly string[], limit: number, client: string) {
     super();
     this.#raw = raw;
     this.#header = header;
     this.#limit = limit;
+    this.#client = client;
     // The last coding listed was applied last, so it is decoded first.
     this.#codings = codings.toReversed();
   }
@@ -150,7 +155,7 @@ class DecodedBody extends Readable {
         this.#turn = true;
         if (this.destroyed) this.#release();
         else this.#decode(0, Buffer.concat(this.#encoded.splice(0)));
-      }),
+      }, this.#client),
     );
   }
 
@@ -259,7 +264,7 @@ const decodedBody: preParsingHookHandler = (request, reply, payload, done) => {
   if (codings.length > MAX_CODINGS) {
     return done(unsupportedContentCoding(header, DECODED, `at most ${MAX_CODINGS} codings are decoded`));
   }
-  const body = new DecodedBody(payload, header, codings, request.routeOptions.bodyLimit);
+  const body = new DecodedBody(payload, header, codings, request.routeOptions.bodyLimit, request.ip);
   // Fastify listens for errors only once it reads; until then one must not be thrown.
   body.on('error', () => {});
   // The answer closes before it is sent only when the connection or the stream does.

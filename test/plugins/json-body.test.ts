@@ -468,6 +468,50 @@ describe('stacked codings against the built service', () => {
     }
   });
 
+  it("one client's many costly bodies wait behind another client's one: the turns to decode go a client at a time", {
+    timeout: 120_000,
+  }, async (t) => {
+    const server = await startServer({ RATE_LIMIT_MAX: '0', TRUST_PROXY: 'true' });
+    try {
+      const origin = `http://127.0.0.1:${server.port}`;
+      const costly = zlib.gzipSync(zlib.brotliCompressSync(emptyDynamicBlocks(90_000)));
+      const flood = 200;
+      let answered = 0;
+      const attack = Array.from({ length: flood }, () =>
+        sendTo(origin, {
+          method: 'POST',
+          path: '/api/echo',
+          headers: {
+            'content-type': 'application/json',
+            'content-encoding': 'gzip, br, gzip',
+            'x-forwarded-for': '192.0.2.1',
+          },
+          body: costly,
+        }).then((res) => {
+          answered += 1;
+          return res.status;
+        }),
+      );
+      // Every body of the flood has come (each a few hundred bytes) and waits its turn.
+      await sleep(500);
+      const victim = await sendTo(origin, {
+        method: 'POST',
+        path: '/api/echo',
+        headers: { 'content-type': 'application/json', 'content-encoding': 'gzip', 'x-forwarded-for': '192.0.2.2' },
+        body: zlib.gzipSync('{"a":1}'),
+      });
+      const answeredBefore = answered;
+      assert.equal(victim.status, 200, victim.text);
+      assert.deepEqual(victim.json().received, { a: 1 });
+      t.diagnostic(`the other client answered with ${answeredBefore} of the flood's ${flood} bodies answered`);
+      assert.ok(answeredBefore < flood / 2, `${answeredBefore} of ${flood} answered first`);
+      // The flood's bodies decode to nothing: the schema's 400, each.
+      assert.deepEqual(new Set(await Promise.all(attack)), new Set([400]));
+    } finally {
+      await assertStopsCleanly(server);
+    }
+  });
+
   it('three such bodies whose br layer decodes to 1 GiB, their clients leaving after 300 ms: under 0.3 s of CPU in the next 3 s', {
     timeout: 60_000,
   }, async (t) => {
