@@ -107,9 +107,10 @@ export const SERVICE = concern({
     memoryBudgetBytes: setting({
       env: 'MEMORY_BUDGET_BYTES',
       help: 'bytes the service may hold for clients that do not read (answers unsent, in the process and the kernel, WebSocket echoes), 1048576 to 1099511627776; past it, the connections that hold the most are ended, and from 80% of it new streams and WebSockets get 503',
-      // 44 MiB under the Kubernetes recipe's --max-old-space-size=128 (a heap limit of 176 MiB).
+      // 32 MiB in the Kubernetes recipe: --max-old-space-size=128 in its 256 MiB container, where V8
+      // sizes the young generation from the container's memory (a heap limit of 131 MiB).
       default: Math.floor(getHeapStatistics().heap_size_limit / 4),
-      defaultText: "a quarter of V8's heap limit (44 MiB with --max-old-space-size=128)",
+      defaultText: "a quarter of V8's heap limit (32 MiB in the Kubernetes recipe's container)",
       parse: integer(1024 * 1024, 2 ** 40),
     }),
     shutdownTimeoutMs: setting({
