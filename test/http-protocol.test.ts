@@ -104,12 +104,16 @@ for (const http2 of [false, true]) {
       reader.socket.destroy();
     });
 
+    /** `{"a":1}` to the echo in one chunk, under this Transfer-Encoding. */
+    const chunkedEcho = (coding: string) =>
+      send(
+        server.port,
+        `POST /api/echo HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: ${coding}\r\n\r\n7\r\n{"a":1}\r\n0\r\n\r\n`,
+      );
+
     it('reads a Transfer-Encoding of chunked among empty list elements as chunked (RFC 9110, 5.6.1)', async () => {
       for (const coding of [', chunked', ',,chunked', ' , chunked']) {
-        const reader = await send(
-          server.port,
-          `POST /api/echo HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: ${coding}\r\n\r\n7\r\n{"a":1}\r\n0\r\n\r\n`,
-        );
+        const reader = await chunkedEcho(coding);
         const res = await reader.next();
         assert.equal(res.status, 200, `${coding}: ${res.text}`);
         assert.deepEqual(res.json().received, { a: 1 });
@@ -119,10 +123,7 @@ for (const http2 of [false, true]) {
 
     it('answers a transfer coding other than chunked with 501 NOT_IMPLEMENTED (RFC 9112, 6.1)', async () => {
       for (const coding of ['gzip, chunked', 'deflate,chunked', 'x-unknown , chunked']) {
-        const reader = await send(
-          server.port,
-          `POST /api/echo HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: ${coding}\r\n\r\n7\r\n{"a":1}\r\n0\r\n\r\n`,
-        );
+        const reader = await chunkedEcho(coding);
         const res = await reader.next();
         const error = assertError(res, 501, 'NOT_IMPLEMENTED');
         assert.equal(

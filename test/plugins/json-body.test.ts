@@ -22,7 +22,7 @@ import {
   type TestResponse,
   transports,
 } from '../helpers.js';
-import { assertStopsCleanly, cpuSeconds, rssMiB, startServer } from '../server-process.js';
+import { assertStopsCleanly, cpuSeconds, type RunningServer, rssMiB, startServer } from '../server-process.js';
 
 const zstdCompressSync = (zlib as unknown as { zstdCompressSync?: (body: Buffer) => Buffer }).zstdCompressSync;
 
@@ -403,102 +403,101 @@ async function sendAndLeave(port: number, body: Buffer, contentEncoding: string,
   socket.destroy();
 }
 
+/** Runs `check` against the built service, the rate limit off and `env` set, then stops it cleanly. */
+async function onBuiltService(env: Record<string, string>, check: (server: RunningServer) => Promise<void>) {
+  const server = await startServer({ RATE_LIMIT_MAX: '0', ...env });
+  try {
+    await check(server);
+  } finally {
+    await assertStopsCleanly(server);
+  }
+}
+
+/** The seconds of CPU the service spends while `during` runs. */
+async function cpuDuring(server: RunningServer, during: () => Promise<unknown>): Promise<number> {
+  const pid = server.child.pid ?? 0;
+  const before = await cpuSeconds(pid);
+  await during();
+  return (await cpuSeconds(pid)) - before;
+}
+
+/** POST /api/echo to the built service, with these headers after its JSON Content-Type. */
+function postEcho(server: RunningServer, body: Buffer, headers: Record<string, string>) {
+  return sendTo(`http://127.0.0.1:${server.port}`, {
+    method: 'POST',
+    path: '/api/echo',
+    headers: { 'content-type': 'application/json', ...headers },
+    body,
+  });
+}
+
 describe('stacked codings against the built service', () => {
-  const headers = { 'content-type': 'application/json', 'content-encoding': 'gzip, br' };
+  const stacked = { 'content-encoding': 'gzip, br' };
   const small = encoded('{"a":1}', 'gzip, br');
   let bomb256: Buffer;
   let bomb1024: Buffer;
   before(async () => {
     [bomb256, bomb1024] = await Promise.all([stackedBomb(256), stackedBomb(1024)]);
   });
+  /** Just under 1 MiB of gzip that decodes to nothing, in br, and that in gzip: each coding decodes to under the limit. */
+  const costliest = () => zlib.gzipSync(zlib.brotliCompressSync(emptyDynamicBlocks(90_000)));
+  const costliestCoding = { 'content-encoding': 'gzip, br, gzip' };
 
   it('a body of a few hundred bytes whose br layer decodes to 256 MiB: 413 at BODY_LIMIT, under 0.5 s of CPU', {
     timeout: 60_000,
   }, async (t) => {
-    const server = await startServer({ RATE_LIMIT_MAX: '0' });
-    try {
-      const pid = server.child.pid ?? 0;
-      const origin = `http://127.0.0.1:${server.port}`;
-      const send = (body: Buffer) => sendTo(origin, { method: 'POST', path: '/api/echo', headers, body });
-      assert.equal((await send(small)).status, 200);
-      const cpuBefore = await cpuSeconds(pid);
-      assertEnvelope(await send(bomb256), 413, 'PAYLOAD_TOO_LARGE');
-      const cpu = (await cpuSeconds(pid)) - cpuBefore;
+    await onBuiltService({}, async (server) => {
+      assert.equal((await postEcho(server, small, stacked)).status, 200);
+      const cpu = await cpuDuring(server, async () =>
+        assertEnvelope(await postEcho(server, bomb256, stacked), 413, 'PAYLOAD_TOO_LARGE'),
+      );
       t.diagnostic(`${bomb256.length} bytes refused for ${cpu.toFixed(2)} s of CPU`);
       assert.ok(cpu < 0.5, `${cpu.toFixed(2)} s of CPU`);
-      assert.equal((await send(small)).status, 200);
-    } finally {
-      await assertStopsCleanly(server);
-    }
+      assert.equal((await postEcho(server, small, stacked)).status, 200);
+    });
   });
 
   it('the costliest body found under the default limit costs under 0.25 s of CPU', {
     timeout: 60_000,
   }, async (t) => {
-    const server = await startServer({ RATE_LIMIT_MAX: '0' });
-    try {
-      const pid = server.child.pid ?? 0;
-      const origin = `http://127.0.0.1:${server.port}`;
-      // Just under 1 MiB of gzip that decodes to nothing, in br, and that in gzip: each coding decodes to under the limit.
-      const blocks = emptyDynamicBlocks(90_000);
-      assert.ok(blocks.length < 1024 * 1024);
-      const body = zlib.gzipSync(zlib.brotliCompressSync(blocks));
-      const send = () =>
-        sendTo(origin, {
-          method: 'POST',
-          path: '/api/echo',
-          headers: { 'content-type': 'application/json', 'content-encoding': 'gzip, br, gzip' },
-          body,
-        });
-      await send();
+    await onBuiltService({}, async (server) => {
+      assert.ok(emptyDynamicBlocks(90_000).length < 1024 * 1024);
+      const body = costliest();
+      await postEcho(server, body, costliestCoding);
       const costs: number[] = [];
       for (let i = 0; i < 5; i += 1) {
-        const cpuBefore = await cpuSeconds(pid);
         // No body at all once decoded: the schema's 400.
-        assertEnvelope(await send(), 400, 'VALIDATION_ERROR', [
-          { field: 'body', message: 'must be a JSON object', value: null },
-        ]);
-        costs.push((await cpuSeconds(pid)) - cpuBefore);
+        const cost = await cpuDuring(server, async () =>
+          assertEnvelope(await postEcho(server, body, costliestCoding), 400, 'VALIDATION_ERROR', [
+            { field: 'body', message: 'must be a JSON object', value: null },
+          ]),
+        );
+        costs.push(cost);
       }
       const most = Math.max(...costs);
       t.diagnostic(`${body.length} bytes: ${costs.map((cost) => cost.toFixed(2)).join(', ')} s of CPU`);
       assert.ok(most < 0.25, `${most.toFixed(2)} s of CPU`);
-    } finally {
-      await assertStopsCleanly(server);
-    }
+    });
   });
 
   it("one client's many costly bodies wait behind another client's one: the turns to decode go a client at a time", {
     timeout: 120_000,
   }, async (t) => {
-    const server = await startServer({ RATE_LIMIT_MAX: '0', TRUST_PROXY: 'true' });
-    try {
-      const origin = `http://127.0.0.1:${server.port}`;
-      const costly = zlib.gzipSync(zlib.brotliCompressSync(emptyDynamicBlocks(90_000)));
+    await onBuiltService({ TRUST_PROXY: 'true' }, async (server) => {
+      const body = costliest();
       const flood = 200;
       let answered = 0;
       const attack = Array.from({ length: flood }, () =>
-        sendTo(origin, {
-          method: 'POST',
-          path: '/api/echo',
-          headers: {
-            'content-type': 'application/json',
-            'content-encoding': 'gzip, br, gzip',
-            'x-forwarded-for': '192.0.2.1',
-          },
-          body: costly,
-        }).then((res) => {
+        postEcho(server, body, { ...costliestCoding, 'x-forwarded-for': '192.0.2.1' }).then((res) => {
           answered += 1;
           return res.status;
         }),
       );
       // Every body of the flood has come (each a few hundred bytes) and waits its turn.
       await sleep(500);
-      const victim = await sendTo(origin, {
-        method: 'POST',
-        path: '/api/echo',
-        headers: { 'content-type': 'application/json', 'content-encoding': 'gzip', 'x-forwarded-for': '192.0.2.2' },
-        body: zlib.gzipSync('{"a":1}'),
+      const victim = await postEcho(server, zlib.gzipSync('{"a":1}'), {
+        'content-encoding': 'gzip',
+        'x-forwarded-for': '192.0.2.2',
       });
       const answeredBefore = answered;
       assert.equal(victim.status, 200, victim.text);
@@ -507,52 +506,31 @@ describe('stacked codings against the built service', () => {
       assert.ok(answeredBefore < flood / 2, `${answeredBefore} of ${flood} answered first`);
       // The flood's bodies decode to nothing: the schema's 400, each.
       assert.deepEqual(new Set(await Promise.all(attack)), new Set([400]));
-    } finally {
-      await assertStopsCleanly(server);
-    }
+    });
   });
 
   it('three such bodies whose br layer decodes to 1 GiB, their clients leaving after 300 ms: under 0.3 s of CPU in the next 3 s', {
     timeout: 60_000,
   }, async (t) => {
-    const server = await startServer({ RATE_LIMIT_MAX: '0' });
-    try {
-      const pid = server.child.pid ?? 0;
+    await onBuiltService({}, async (server) => {
       await Promise.all([1, 2, 3].map(() => sendAndLeave(server.port, bomb1024, 'gzip, br', 300)));
-      const cpuBefore = await cpuSeconds(pid);
-      await sleep(3000);
-      const cpu = (await cpuSeconds(pid)) - cpuBefore;
+      const cpu = await cpuDuring(server, () => sleep(3000));
       t.diagnostic(`3 × ${bomb1024.length} bytes: ${cpu.toFixed(2)} s of CPU in the 3 s after their clients left`);
       assert.ok(cpu < 0.3, `${cpu.toFixed(2)} s of CPU`);
-    } finally {
-      await assertStopsCleanly(server);
-    }
+    });
   });
 
   it('a client that leaves stops the decoding of its body, however much the limit lets it decode', {
     timeout: 60_000,
   }, async (t) => {
     // A limit of 512 MiB lets the br layer decode 500 MiB, for a second or more.
-    const server = await startServer({ RATE_LIMIT_MAX: '0', BODY_LIMIT: String(512 * 1024 * 1024) });
-    try {
-      const pid = server.child.pid ?? 0;
-      const bomb = await stackedBomb(500);
-      await sendAndLeave(server.port, bomb, 'gzip, br', 300);
-      const cpuBefore = await cpuSeconds(pid);
-      await sleep(3000);
-      const cpu = (await cpuSeconds(pid)) - cpuBefore;
+    await onBuiltService({ BODY_LIMIT: String(512 * 1024 * 1024) }, async (server) => {
+      await sendAndLeave(server.port, await stackedBomb(500), 'gzip, br', 300);
+      const cpu = await cpuDuring(server, () => sleep(3000));
       t.diagnostic(`${cpu.toFixed(2)} s of CPU in the 3 s after the client left`);
       assert.ok(cpu < 0.3, `${cpu.toFixed(2)} s of CPU`);
-      const res = await sendTo(`http://127.0.0.1:${server.port}`, {
-        method: 'POST',
-        path: '/api/echo',
-        headers,
-        body: small,
-      });
-      assert.equal(res.status, 200);
-    } finally {
-      await assertStopsCleanly(server);
-    }
+      assert.equal((await postEcho(server, small, stacked)).status, 200);
+    });
   });
 });
 
