@@ -6,10 +6,14 @@
 FROM node:24-slim AS build
 WORKDIR /app
 COPY package.json package-lock.json ./
+COPY packages/client/package.json ./packages/client/
+COPY packages/conformance/package.json ./packages/conformance/
 # --ignore-scripts: `prepare` would build before the sources are there; the build is the next step.
 RUN npm ci --ignore-scripts
 COPY tsconfig.json tsconfig.build.json ./
 COPY src ./src
+COPY packages/client/src ./packages/client/src
+COPY packages/conformance/src ./packages/conformance/src
 COPY scripts ./scripts
 RUN npm run build
 
@@ -17,8 +21,13 @@ FROM node:24-slim AS runtime
 ENV NODE_ENV=production
 WORKDIR /app
 COPY package.json package-lock.json ./
+# The workspace's packages: the kit, which `greeting-service conformance` runs, and the client's
+# manifest alone, which npm wants to see for the workspace.
+COPY packages/client/package.json ./packages/client/
+COPY packages/conformance/package.json ./packages/conformance/
 RUN npm ci --omit=dev --ignore-scripts && npm cache clean --force
 COPY --from=build /app/dist ./dist
+COPY --from=build /app/packages/conformance/dist ./packages/conformance/dist
 USER node
 EXPOSE 8080
 # The slim image has no curl: Node itself asks GET /healthz, at PORT, HOST and CONTEXT_PATH as the

@@ -12,11 +12,11 @@ process.on('SIGTERM', (signal) => onSignal(signal));
 process.on('SIGINT', (signal) => onSignal(signal));
 
 if (process.argv[2] === 'conformance') {
-  // The conformance kit, a client of the service: none of the service is loaded, and an
+  // The conformance kit, a package of its own: none of the service is loaded, and an
   // interrupted run does not exit 0.
   onSignal = (signal) => process.exit(signal === 'SIGINT' ? 130 : 143);
-  const { conformanceMain } = await import('./conformance/cli.js');
-  process.exitCode = await conformanceMain(process.argv.slice(3));
+  const { conformanceMain } = await import('greeting-service-conformance/cli');
+  process.exitCode = await conformanceMain(process.argv.slice(3), 'greeting-service conformance');
 } else {
   // Node 22 and later can keep the service's compiled code between starts (in the directory of
   // NODE_COMPILE_CACHE, else the temporary one): a start then compiles nothing it compiled before.

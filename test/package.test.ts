@@ -1,15 +1,16 @@
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
-import { mkdir, mkdtemp, readdir, readFile, rm, symlink } from 'node:fs/promises';
+import { mkdir, mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join, relative, resolve } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { promisify } from 'node:util';
-import { ROOT } from './server-process.js';
+import { writeSboms } from '../scripts/sbom.js';
+import { killAllServers, ROOT, type RunningServer, startServer } from './server-process.js';
 
-const run = promisify(execFile);
-const KIT = join(ROOT, 'src/conformance');
-const CLIENT = join(ROOT, 'src/client');
+const exec = promisify(execFile);
+const KIT = join(ROOT, 'packages/conformance/src');
+const CLIENT = join(ROOT, 'packages/client/src');
 
 async function sources(dir: string): Promise<string[]> {
   const entries = await readdir(dir, { withFileTypes: true, recursive: true });
@@ -45,106 +46,267 @@ async function importsFromOutside(
   return outside;
 }
 
-describe('the client as a package', () => {
-  it("imports at run time nothing but its own modules and the JSON writer: no Node module, no dependency, the platform's fetch; @opentelemetry/api only where the application has it", async () => {
-    const writer = join(ROOT, 'src/lib/json-writer.ts');
-    const outside = await importsFromOutside(
-      CLIENT,
-      (specifier, file) => resolve(dirname(file), specifier.replace(/\.js$/, '.ts')) === writer,
-      ['/* @vite-ignore */ /* webpackIgnore: true */ OPENTELEMETRY_API'],
-    );
-    assert.deepEqual(outside, []);
-    const client = await readFile(join(CLIENT, 'index.ts'), 'utf8');
-    assert.match(client, /^const OPENTELEMETRY_API = '@opentelemetry\/api';$/m);
-    const { peerDependencies, peerDependenciesMeta } = JSON.parse(await readFile(join(ROOT, 'package.json'), 'utf8'));
-    assert.deepEqual(peerDependenciesMeta, { '@opentelemetry/api': { optional: true } });
-    assert.ok(peerDependencies['@opentelemetry/api']);
-    assert.doesNotMatch(await readFile(writer, 'utf8'), /^import /m, 'the JSON writer imports nothing');
+/** Whether `specifier`, imported by `file`, is the service's library `library` (src/lib), which the package's build bundles. */
+const isLibrary = (specifier: string, file: string, library: string): boolean =>
+  resolve(dirname(file), specifier.replace(/\.js$/, '.ts')) === join(ROOT, 'src/lib', library);
+
+interface Packed {
+  tarball: string;
+  files: string[];
+}
+
+/** `npm pack` of a workspace's package, or of the service (built by `npm run build`), into `destination`. */
+async function pack(destination: string, workspace?: string): Promise<Packed> {
+  const which = workspace === undefined ? ['--workspaces=false'] : ['--workspace', workspace];
+  const { stdout } = await exec(
+    'npm',
+    ['pack', '--ignore-scripts', '--json', ...which, '--pack-destination', destination],
+    {
+      cwd: ROOT,
+    },
+  );
+  const [packed] = JSON.parse(stdout) as { filename: string; files: { path: string }[] }[];
+  assert.ok(packed !== undefined);
+  return { tarball: join(destination, packed.filename), files: packed.files.map((file) => file.path).sort() };
+}
+
+/**
+ * A project of a user's, empty but for its package.json, with the tarballs installed as npm installs
+ * them (their dependencies from npm's cache, as CI's `npm ci` left it).
+ */
+async function projectWith(dir: string, tarballs: readonly string[]): Promise<string> {
+  await mkdir(dir, { recursive: true });
+  await writeFile(join(dir, 'package.json'), JSON.stringify({ name: 'a-project', private: true }));
+  await exec(
+    'npm',
+    ['install', '--prefer-offline', '--no-audit', '--no-fund', '--ignore-scripts', '--no-package-lock', ...tarballs],
+    { cwd: dir },
+  );
+  return dir;
+}
+
+/** Bytes of the files under `dir`, as they take on disk rounded to nothing: the sum of their sizes. */
+async function bytesUnder(dir: string): Promise<number> {
+  let bytes = 0;
+  for (const entry of await readdir(dir, { withFileTypes: true, recursive: true })) {
+    if (entry.isFile()) bytes += (await stat(join(entry.parentPath, entry.name))).size;
+  }
+  return bytes;
+}
+
+/** Runs `code` with Node in `cwd`, as a module (`.mjs`) or CommonJS (`.cjs`); resolves with its output. */
+async function runIn(cwd: string, file: string, code: string): Promise<string> {
+  await writeFile(join(cwd, file), code);
+  const { stdout } = await exec(process.execPath, [file], { cwd });
+  return stdout;
+}
+
+describe('the packages (npm pack after npm run build, installed in a project of their own)', () => {
+  let scratch: string;
+  let server: RunningServer;
+  let baseUrl: string;
+  let client: Packed;
+  let kit: Packed;
+  let service: Packed;
+
+  before(async () => {
+    scratch = await mkdtemp(join(tmpdir(), 'packages-'));
+    server = await startServer();
+    baseUrl = `http://127.0.0.1:${server.port}`;
+    [client, kit, service] = await Promise.all([
+      pack(scratch, 'greeting-service-client'),
+      pack(scratch, 'greeting-service-conformance'),
+      pack(scratch),
+    ]);
   });
-});
-
-describe('the conformance kit as a package', () => {
-  it('imports nothing of the service: only Node, decimal.js, its own modules and the shown values', async () => {
-    const shownValues = join(ROOT, 'src/lib/shown.ts');
-    const outside = await importsFromOutside(
-      KIT,
-      (specifier, file) =>
-        specifier.startsWith('node:') ||
-        specifier === 'decimal.js' ||
-        resolve(dirname(file), specifier.replace(/\.js$/, '.ts')) === shownValues,
-    );
-    assert.deepEqual(outside, []);
-    assert.doesNotMatch(await readFile(shownValues, 'utf8'), /^import /m, 'the shown values import nothing');
+  after(async () => {
+    killAllServers();
+    await rm(scratch, { recursive: true, force: true });
   });
 
-  describe('packed (npm pack, after npm run build)', () => {
-    let scratch: string;
-    let files: string[];
-    let sourceFiles: Set<string>;
-
+  describe('the client, greeting-service-client', () => {
+    let project: string;
     before(async () => {
-      sourceFiles = new Set((await sources(join(ROOT, 'src'))).map((file) => relative(ROOT, file)));
-      scratch = await mkdtemp(join(tmpdir(), 'conformance-pack-'));
-      const { stdout } = await run('npm', ['pack', '--ignore-scripts', '--json', '--pack-destination', scratch], {
-        cwd: ROOT,
-      });
-      const [packed] = JSON.parse(stdout) as { filename: string; files: { path: string }[] }[];
-      assert.ok(packed !== undefined);
-      files = packed.files.map((file) => file.path);
-      // The tarball unpacked as npm installs it, its dependencies taken from this checkout.
-      const modules = join(scratch, 'node_modules');
-      await mkdir(join(modules, 'greeting-service'), { recursive: true });
-      await run('tar', [
-        '-xzf',
-        join(scratch, packed.filename),
-        '-C',
-        join(modules, 'greeting-service'),
-        '--strip-components=1',
-      ]);
-      await symlink(join(ROOT, 'node_modules/decimal.js'), join(modules, 'decimal.js'));
+      project = await projectWith(join(scratch, 'client-project'), [client.tarball]);
     });
-    after(() => rm(scratch, { recursive: true, force: true }));
 
-    it('ships dist/conformance, its library, its command line and its types', () => {
-      for (const file of ['index.js', 'index.d.ts', 'cli.js', 'http.js', 'checks/all.js']) {
-        assert.ok(files.includes(`dist/conformance/${file}`), file);
+    it("imports at run time nothing but its own modules and the JSON writer it bundles: no Node module, no dependency, the platform's fetch; @opentelemetry/api only where the application has it", async () => {
+      const outside = await importsFromOutside(
+        CLIENT,
+        (specifier, file) => isLibrary(specifier, file, 'json-writer.ts'),
+        ['/* @vite-ignore */ /* webpackIgnore: true */ OPENTELEMETRY_API'],
+      );
+      assert.deepEqual(outside, []);
+      assert.match(
+        await readFile(join(CLIENT, 'index.ts'), 'utf8'),
+        /^const OPENTELEMETRY_API = '@opentelemetry\/api';$/m,
+      );
+      const manifest = JSON.parse(await readFile(join(ROOT, 'packages/client/package.json'), 'utf8'));
+      assert.equal(manifest.dependencies, undefined);
+      assert.deepEqual(manifest.peerDependenciesMeta, { '@opentelemetry/api': { optional: true } });
+    });
+
+    it('ships its modules as ES modules and as CommonJS, each with its declarations, and its README', () => {
+      assert.deepEqual(client.files, [
+        'README.md',
+        'dist/cjs/event-stream.d.ts',
+        'dist/cjs/exact-json.d.ts',
+        'dist/cjs/index.d.ts',
+        'dist/cjs/index.js',
+        'dist/cjs/package.json',
+        'dist/event-stream.d.ts',
+        'dist/exact-json.d.ts',
+        'dist/index.d.ts',
+        'dist/index.js',
+        'package.json',
+      ]);
+    });
+
+    it('installs alone: no other package, under 1 MB', async () => {
+      assert.deepEqual(await readdir(join(project, 'node_modules')), ['.package-lock.json', 'greeting-service-client']);
+      const bytes = await bytesUnder(join(project, 'node_modules/greeting-service-client'));
+      assert.ok(bytes < 1_000_000, `${bytes} bytes`);
+    });
+
+    for (const [kind, file, load] of [
+      ['an ES module', 'try.mjs', "import { createClient, JsonNumber } from 'greeting-service-client';"],
+      ['CommonJS', 'try.cjs', "const { createClient, JsonNumber } = require('greeting-service-client');"],
+    ] as const) {
+      it(`calls the service from ${kind}: exact decimals, exact numbers`, async () => {
+        const output = await runIn(
+          project,
+          file,
+          `${load}
+(async () => {
+  const api = createClient({ baseUrl: ${JSON.stringify(baseUrl)} });
+  const { greeting } = await api.greeting('Wörld');
+  const { result } = await api.exchange({ from: 'USD', to: 'VND', amount: '999999999999.99' });
+  const { received } = await api.echo({ big: new JsonNumber('18446744073709551616') });
+  console.log(JSON.stringify([greeting, result, received.big.text]));
+})();
+`,
+        );
+        assert.deepEqual(JSON.parse(output), ['Hello, Wörld!', '24764999999999752', '18446744073709551616']);
+      });
+    }
+  });
+
+  describe('the conformance kit, greeting-service-conformance', () => {
+    let project: string;
+    before(async () => {
+      project = await projectWith(join(scratch, 'kit-project'), [kit.tarball]);
+    });
+
+    it('imports nothing of the service: only Node, decimal.js, its own modules and the shown values it bundles', async () => {
+      const outside = await importsFromOutside(
+        KIT,
+        (specifier, file) =>
+          specifier.startsWith('node:') || specifier === 'decimal.js' || isLibrary(specifier, file, 'shown.ts'),
+      );
+      assert.deepEqual(outside, []);
+      assert.doesNotMatch(await readFile(join(ROOT, 'src/lib/shown.ts'), 'utf8'), /^import /m);
+    });
+
+    it('ships its library, its command line, their declarations and its README', () => {
+      for (const file of [
+        'README.md',
+        'dist/index.js',
+        'dist/index.d.ts',
+        'dist/cli.js',
+        'dist/bin.js',
+        'package.json',
+      ]) {
+        assert.ok(kit.files.includes(file), file);
       }
     });
 
-    it('ships no module of a source that is gone: the build starts from an empty dist/', async () => {
+    it('installs with decimal.js alone', async () => {
+      assert.deepEqual((await readdir(join(project, 'node_modules'))).sort(), [
+        '.bin',
+        '.package-lock.json',
+        'decimal.js',
+        'greeting-service-conformance',
+      ]);
+    });
+
+    it('runs from the project as npx runs it, against the service, and passes', async () => {
+      const { stdout } = await exec(
+        'npx',
+        ['--no-install', 'greeting-service-conformance', baseUrl, '--only', 'hello'],
+        {
+          cwd: project,
+        },
+      );
+      assert.match(stdout, /^\d+ passed, 0 failed, \d+ skipped/m);
+    });
+
+    it('says its own name in its help and its errors', async () => {
+      const help = await exec('npx', ['--no-install', 'greeting-service-conformance', '--help'], { cwd: project });
+      assert.match(help.stdout, /^Usage: greeting-service-conformance <base-url> \[options\]$/m);
+      const refused = await exec('npx', ['--no-install', 'greeting-service-conformance'], { cwd: project }).then(
+        () => assert.fail('exit 0 without a URL'),
+        (error: { code: number; stderr: string }) => error,
+      );
+      assert.equal(refused.code, 2);
+      assert.match(refused.stderr, /^greeting-service-conformance: takes one base URL/);
+    });
+
+    it("runs from another project's tests: import { runConformance }", async () => {
+      const output = await runIn(
+        project,
+        'try.mjs',
+        `import { runConformance, GROUPS } from 'greeting-service-conformance';
+const report = await runConformance({ baseUrl: ${JSON.stringify(baseUrl)}, only: ['hello'] });
+console.log(JSON.stringify([GROUPS.includes('hello'), report.failed, report.passed > 0]));
+`,
+      );
+      assert.deepEqual(JSON.parse(output), [true, 0, true]);
+    });
+  });
+
+  describe('the service, greeting-service', () => {
+    it('ships no module of a source that is gone (the build starts from an empty dist/), and no package of the workspace', async () => {
+      const sourceFiles = new Set((await sources(join(ROOT, 'src'))).map((file) => relative(ROOT, file)));
       const bundled = /^dist\/(?:main\.[\w-]+\.js|schema-code-table\.cjs)$/;
-      const compiled = files.filter((file) => /\.(?:js|cjs)$/.test(file) && !bundled.test(file));
+      const compiled = service.files.filter((file) => /\.(?:js|cjs)$/.test(file) && !bundled.test(file));
       const stale = compiled.filter(
         (file) => !sourceFiles.has(file.replace(/^dist\//, 'src/').replace(/\.js$/, '.ts')),
       );
       assert.deepEqual(stale, []);
+      assert.deepEqual(
+        service.files.filter((file) => !file.startsWith('dist/')),
+        ['README.md', 'package.json'],
+      );
     });
 
-    it("resolves import('greeting-service/conformance') to runConformance", async () => {
-      const script =
-        "const kit = await import('greeting-service/conformance');" +
-        "const pkg = await import('greeting-service/package.json', { with: { type: 'json' } });" +
-        'process.stdout.write(JSON.stringify([typeof kit.runConformance, kit.GROUPS.length, pkg.default.name]));';
-      const { stdout } = await run(process.execPath, ['--input-type=module', '-e', script], { cwd: scratch });
-      assert.deepEqual(JSON.parse(stdout), ['function', 21, 'greeting-service']);
-    });
-
-    it('maps the package root to the service, as main did', async () => {
+    it('maps its root to the service, and depends on the kit for its conformance command', async () => {
       const manifest = JSON.parse(await readFile(join(ROOT, 'package.json'), 'utf8'));
       assert.equal(manifest.exports['.'].default, `./${manifest.main}`);
-      assert.deepEqual(Object.keys(manifest.exports), ['.', './client', './conformance', './package.json']);
+      assert.deepEqual(Object.keys(manifest.exports), ['.', './package.json']);
+      const kitManifest = JSON.parse(await readFile(join(ROOT, 'packages/conformance/package.json'), 'utf8'));
+      assert.equal(manifest.dependencies['greeting-service-conformance'], kitManifest.version);
     });
+  });
 
-    it("ships the client and resolves import('greeting-service/client') to createClient", async () => {
-      for (const file of ['client/index.js', 'client/index.d.ts', 'client/exact-json.js', 'lib/json-writer.js']) {
-        assert.ok(files.includes(`dist/${file}`), file);
-      }
-      const script =
-        "const { createClient, JsonNumber } = await import('greeting-service/client');" +
-        "const client = createClient({ baseUrl: 'http://127.0.0.1:1' });" +
-        "process.stdout.write(JSON.stringify([typeof client.exchange, typeof client.currencies.all, new JsonNumber('1e400').text]));";
-      const { stdout } = await run(process.execPath, ['--input-type=module', '-e', script], { cwd: scratch });
-      assert.deepEqual(JSON.parse(stdout), ['function', 'function', '1e400']);
-    });
+  it('each has its SBOM (CycloneDX, npm sbom): the client none of its own dependencies, the kit decimal.js, the service what it runs with', async () => {
+    const out = join(scratch, 'sbom');
+    const components: Record<string, string[]> = {};
+    for (const file of writeSboms(out)) {
+      const bom = JSON.parse(await readFile(file, 'utf8'));
+      assert.equal(bom.bomFormat, 'CycloneDX');
+      const { name, version } = bom.metadata.component;
+      components[`${name}@${version}`] = bom.components.map((component: { name: string }) => component.name);
+    }
+    const version = JSON.parse(await readFile(join(ROOT, 'package.json'), 'utf8')).version;
+    assert.deepEqual(Object.keys(components).sort(), [
+      `greeting-service-client@${version}`,
+      `greeting-service-conformance@${version}`,
+      `greeting-service@${version}`,
+    ]);
+    assert.deepEqual(components[`greeting-service-client@${version}`], []);
+    assert.deepEqual(components[`greeting-service-conformance@${version}`], ['decimal.js']);
+    const service = components[`greeting-service@${version}`] ?? [];
+    assert.ok(service.includes('fastify') && service.includes('decimal.js'));
+    assert.ok(!service.includes('typescript') && !service.includes('tsx'), 'no development dependency');
   });
 });

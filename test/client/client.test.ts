@@ -8,7 +8,6 @@ import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-ho
 import { CompositePropagator, W3CBaggagePropagator, W3CTraceContextPropagator } from '@opentelemetry/core';
 import type { FastifyInstance } from 'fastify';
 import { Agent, H2CClient } from 'undici';
-import { buildApp } from '../../src/app.js';
 import {
   ApiError,
   type Client,
@@ -16,7 +15,8 @@ import {
   JsonNumber,
   NetworkError,
   PreconditionFailedError,
-} from '../../src/client/index.js';
+} from '../../packages/client/src/index.js';
+import { buildApp } from '../../src/app.js';
 import type { Config } from '../../src/config/index.js';
 import { LogCapture, listening, testConfig } from '../helpers.js';
 import { REDIS_SERVER_MISSING, REDIS_SKIP_REASON, RedisServer } from '../redis-server.js';

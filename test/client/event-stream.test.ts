@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { type ServerSentEvent, serverSentEvents } from '../../src/client/event-stream.js';
+import { type ServerSentEvent, serverSentEvents } from '../../packages/client/src/event-stream.js';
 
 /** A body that arrives in the pieces given. */
 function body(...pieces: string[]): ReadableStream<Uint8Array> {

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { once } from 'node:events';
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import { after, before, describe, it } from 'node:test';
-import { ApiError, createClient, type GreetingEvent, NetworkError } from '../../src/client/index.js';
+import { ApiError, createClient, type GreetingEvent, NetworkError } from '../../packages/client/src/index.js';
 import { type ListeningApp, listening, samples, sendTo } from '../helpers.js';
 import { withTimeout } from '../server-process.js';
 

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import fc from 'fast-check';
-import { JsonNumber, parseExactJson, stringifyExactJson } from '../../src/client/exact-json.js';
+import { JsonNumber, parseExactJson, stringifyExactJson } from '../../packages/client/src/exact-json.js';
 
 describe('parseExactJson and stringifyExactJson', () => {
   it('write back every JSON text they read, byte for byte once compact', () => {

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import type { IncomingHttpHeaders, Server } from 'node:http';
 import { after, before, describe, it } from 'node:test';
 import { Decimal } from 'decimal.js';
-import { runConformance } from '../../src/conformance/index.js';
+import { runConformance } from '../../packages/conformance/src/index.js';
 import { CURRENCIES } from '../../src/domain/currencies.js';
 import { type ListeningApp, listening } from '../helpers.js';
 import { type Alteration, startBrokenProxy } from './broken-server.js';

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import type { Server } from 'node:http';
 import { describe, it } from 'node:test';
-import { runConformance } from '../../src/conformance/index.js';
+import { runConformance } from '../../packages/conformance/src/index.js';
 import { type Fault, startBrokenServer } from './broken-server.js';
 
 /** The groups the stand-in serves. */

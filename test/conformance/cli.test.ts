@@ -3,7 +3,7 @@ import { once } from 'node:events';
 import { createServer, type Server } from 'node:http';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import type { Report } from '../../src/conformance/index.js';
+import type { Report } from '../../packages/conformance/src/index.js';
 import { listening } from '../helpers.js';
 import { type Run, run } from '../run-command.js';
 import { ROOT } from '../server-process.js';

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { once } from 'node:events';
 import { createServer, request as httpRequest, type Server } from 'node:http';
 import { after, before, describe, it } from 'node:test';
-import { runConformance } from '../../src/conformance/index.js';
+import { runConformance } from '../../packages/conformance/src/index.js';
 import { type ListeningApp, listening } from '../helpers.js';
 import { notPassed } from './report.js';
 

@@ -1,4 +1,4 @@
-import type { Report } from '../../src/conformance/index.js';
+import type { Report } from '../../packages/conformance/src/index.js';
 
 /** The failures and skips of a report, one line each, for an assertion message. */
 export function notPassed(report: Report): string[] {

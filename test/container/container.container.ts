@@ -7,7 +7,7 @@ import { performance } from 'node:perf_hooks';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Pool } from 'undici';
-import type { Report } from '../../src/conformance/index.js';
+import type { Report } from '../../packages/conformance/src/index.js';
 import { MixedLoad, statusOf } from '../cluster/load.js';
 import { tallyAccessLog, upstreamErrors } from '../cluster/nginx.js';
 import { assertOwnAnswers } from '../cluster/own-answers.js';

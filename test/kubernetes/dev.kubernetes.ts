@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { Report } from '../../src/conformance/index.js';
+import type { Report } from '../../packages/conformance/src/index.js';
 import { podman, run, runAsync } from '../container/podman.js';
 import { ensureStandIns } from '../container/standins.js';
 import { ROOT } from '../server-process.js';

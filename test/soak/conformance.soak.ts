@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { once } from 'node:events';
 import { connect, createServer, type Server } from 'node:net';
 import { after, before, describe, it } from 'node:test';
-import { runConformance } from '../../src/conformance/index.js';
+import { runConformance } from '../../packages/conformance/src/index.js';
 import { notPassed, SKIPPED_OVER_HTTP1 } from '../conformance/report.js';
 import { REDIS_SERVER_MISSING, REDIS_SKIP_REASON, RedisServer } from '../redis-server.js';
 import { killAllServers, type RunningServer, startServer } from '../server-process.js';

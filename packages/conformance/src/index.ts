@@ -1,5 +1,5 @@
 import { STATUS_CODES } from 'node:http';
-import { named, shown } from '../lib/shown.js';
+import { named, shown } from '../../../src/lib/shown.js';
 import { expectEnvelope } from './assert.js';
 import { ALL_CHECKS } from './checks/all.js';
 import { type Check, CheckFailure, CheckSkip, type Context, GROUPS, type Group, makeContext } from './context.js';

@@ -1,12 +1,3 @@
-import type { Static } from 'typebox';
-import type { CurrencyListQuery, CurrencyItem as CurrencySchema } from '../routes/currencies.js';
-import type { Echo as EchoSchema } from '../routes/echo.js';
-import type { EventsQuery as EventsQuerySchema, GreetingEvent } from '../routes/events.js';
-import type { Exchange as ExchangeSchema } from '../routes/exchange.js';
-import type { Health as HealthSchema, Readiness as ReadinessSchema } from '../routes/health.js';
-import type { Greeting as GreetingSchema, HelloMessage as HelloMessageSchema } from '../routes/hello.js';
-import type { FieldsBody as ProfileChangesSchema, ProfileSchema } from '../routes/profile.js';
-import type { SearchQuery as SearchQuerySchema, SearchResult as SearchResultSchema } from '../routes/search.js';
 import { serverSentEvents } from './event-stream.js';
 import { type ExactJson, type JsonInput, JsonNumber, parseExactJson, stringifyExactJson } from './exact-json.js';
 
@@ -21,41 +12,97 @@ export { type ExactJson, type JsonInput, JsonNumber, parseExactJson, stringifyEx
 /** A decimal number as the service wrote it, every digit kept: `"80484237894052649.31"`. */
 export type DecimalString = string;
 
-export type HelloMessage = Static<typeof HelloMessageSchema>;
-export type Greeting = Static<typeof GreetingSchema>;
-export type SearchResult = Static<typeof SearchResultSchema>;
-export type SearchQuery = Static<typeof SearchQuerySchema>;
-export type Profile = Static<typeof ProfileSchema>;
+/** The service's local date-time, to the millisecond, without an offset: `2026-01-02T03:04:05.678`. */
+export type LocalDateTime = string;
+
+export interface HelloMessage {
+  message: string;
+  timestamp: LocalDateTime;
+}
+export interface Greeting {
+  greeting: string;
+}
+export interface SearchResult {
+  keyword: string;
+  page: number;
+  results: string;
+}
+/** `keyword`, not blank; `page` 1-1000, default 1. */
+export interface SearchQuery {
+  keyword: string;
+  page?: number;
+}
+export interface Profile {
+  name: string | null;
+  email: string | null;
+  bio: string | null;
+}
 /** The fields a write sets: for `update` and `patch` those given, `null` included; for `replace` all, missing ones `null`. */
-export type ProfileChanges = Static<typeof ProfileChangesSchema>;
-export type Health = Static<typeof HealthSchema>;
-export type { GreetingEvent };
+export type ProfileChanges = Partial<Profile>;
+export interface Health {
+  status: 'ok';
+}
+/** The data of one event of `GET /api/events`. */
+export interface GreetingEvent {
+  id: number;
+  greeting: string;
+  timestamp: LocalDateTime;
+}
 /** The stream's query: `count` (1-1000, default 10), `interval_ms` (0-60000, default 1000), `name`. */
-export type EventsQuery = Static<typeof EventsQuerySchema>;
-export type Readiness = Static<typeof ReadinessSchema>;
+export interface EventsQuery {
+  count?: number;
+  interval_ms?: number;
+  name?: string;
+}
+export interface Readiness {
+  status: 'ready';
+  /** With `verbose`: each check and its state, `ok` or `excluded`. */
+  checks?: { shutdown: string; operator: string; store: string };
+}
 
 /** A conversion: `amount`, `rate` and `result` as exact decimal strings, never through a binary double. */
-export type ExchangeResult = Omit<Static<typeof ExchangeSchema>, 'amount' | 'rate' | 'result'> & {
+export interface ExchangeResult {
+  from: string;
+  to: string;
   amount: DecimalString;
   rate: DecimalString;
   result: DecimalString;
-};
+}
 
 /** A currency of the table, its `rate` an exact decimal string. */
-export type Currency = Required<Omit<Static<typeof CurrencySchema>, 'rate'>> & { rate: DecimalString };
+export interface Currency {
+  code: string;
+  name: string;
+  minor_units: number;
+  rate: DecimalString;
+}
 export type CurrencyField = keyof Currency;
 
 /** What the echo answers: the body as the service received it, its numbers `JsonNumber`s with every digit. */
-export type EchoResult = Omit<Static<typeof EchoSchema>, 'received'> & { received: { [key: string]: ExactJson } };
-
-type ListQuery = Static<typeof CurrencyListQuery>;
+export interface EchoResult {
+  received: { [key: string]: ExactJson };
+  echo: true;
+  timestamp: LocalDateTime;
+}
 
 /** The query of `currencies.list`: the service's, with `sort` and `fields` as lists. */
-export type CurrencyQuery<F extends CurrencyField = CurrencyField> = Omit<ListQuery, 'sort' | 'fields'> & {
+export interface CurrencyQuery<F extends CurrencyField = CurrencyField> {
+  /** Offset pagination: the page, from 1. */
+  page?: number;
+  /** Offset pagination: items per page. */
+  per_page?: number;
+  /** Cursor pagination: the `next_cursor` of the previous page. */
+  cursor?: string;
+  /** Cursor pagination: items per page. */
+  limit?: number;
+  /** Only currencies whose code or name contains this text, in any case. */
+  q?: string;
+  /** The same as `q`. */
+  search?: string;
   /** Field names, each ascending, or descending with a leading `-`. */
   sort?: readonly (CurrencyField | `-${CurrencyField}`)[];
   fields?: readonly F[];
-};
+}
 
 export interface OffsetPage<T> {
   data: T[];

@@ -4,7 +4,7 @@
  * Here a number is a `JsonNumber` holding its text as written; no platform API beyond the language.
  */
 
-import { writeJson } from '../lib/json-writer.js';
+import { writeJson } from '../../../src/lib/json-writer.js';
 
 /** A JSON number exactly as written: `text` keeps every digit; `Number(n)` and `BigInt(n.text)` convert it. */
 export class JsonNumber {

@@ -1,15 +1,15 @@
 import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
-import { named, shown, withArgumentsShown } from '../lib/shown.js';
+import { named, shown, withArgumentsShown } from '../../../src/lib/shown.js';
 import { type CheckResult, GROUPS, type Report, runConformance, ToolError } from './index.js';
 
 /**
- * `greeting-service conformance <base-url>`: runs the conformance checks and prints one line per
+ * `greeting-service-conformance <base-url>` (and the service's `greeting-service conformance`): runs the conformance checks and prints one line per
  * check and a summary; exit code 0 when nothing failed, 1 when a check failed, 2 when the tool
  * itself could not run (bad arguments, a service it cannot reach or that is not this API).
  */
 
-const USAGE = `Usage: greeting-service conformance <base-url> [options]
+const usage = (command: string): string => `Usage: ${command} <base-url> [options]
 
 Checks, over HTTP only (HTTP/1.1, or HTTP/2 with --http2), that the service at <base-url> keeps
 the interface specification and the contract. Read-only unless --write.
@@ -81,8 +81,8 @@ export function faultsNote(report: Report): string | null {
   return `the deployment injects faults: ${report.injected} of ${report.requests} answers named one (X-Fault-Injected); a check failed by an injected error is skipped, saying so`;
 }
 
-/** Runs the command line `args` (after `conformance`); resolves with the exit code. */
-export async function conformanceMain(args: readonly string[]): Promise<number> {
+/** Runs the command line `args`, `command` being what runs it (for its help and errors); resolves with the exit code. */
+export async function conformanceMain(args: readonly string[], command: string): Promise<number> {
   const out = process.stdout;
   const err = process.stderr;
   try {
@@ -108,7 +108,7 @@ export async function conformanceMain(args: readonly string[]): Promise<number> 
       },
     });
     if (values.help) {
-      out.write(USAGE);
+      out.write(usage(command));
       return 0;
     }
     if (positionals.length !== 1)
@@ -155,7 +155,7 @@ export async function conformanceMain(args: readonly string[]): Promise<number> 
         : (error as NodeJS.ErrnoException).code?.startsWith('ERR_PARSE_ARGS')
           ? withArgumentsShown((error as Error).message)
           : `unexpected error: ${(error as Error).message}`;
-    err.write(`greeting-service conformance: ${message.split('\n')[0]}\n`);
+    err.write(`${command}: ${message.split('\n')[0]}\n`);
     return 2;
   }
 }
