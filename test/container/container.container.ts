@@ -173,13 +173,26 @@ describe('the image and the compose stack, under podman', { skip: SKIP_REASON },
     console.log(`container: ${JSON.stringify(figures, null, 1)}`);
   });
 
-  it('runs the image as the unprivileged user node, healthy', () => {
+  it('runs the image as the unprivileged user node, healthy, with the conformance command', () => {
     assert.equal(run('podman', ['image', 'inspect', '--format', '{{.Config.User}}', IMAGE]).trim(), 'node');
     // PID 1, the service, and its real and effective user ids.
     const status = run('podman', ['exec', CONTAINER, 'cat', '/proc/1/status']);
     assert.match(status, /^Uid:\s+1000\s+1000\s/m);
     const health = podman(['healthcheck', 'run', CONTAINER]);
     assert.equal(health.status, 0, `healthcheck: ${health.stdout}`);
+    // The service's conformance command runs the kit the image ships, here against the service itself.
+    const kit = podman([
+      'exec',
+      CONTAINER,
+      'node',
+      'dist/server.js',
+      'conformance',
+      'http://127.0.0.1:8080',
+      '--only',
+      'hello',
+    ]);
+    assert.equal(kit.status, 0, `conformance: ${kit.stdout}${kit.stderr}`);
+    assert.match(kit.stdout, /^\d+ passed, 0 failed/m);
   });
 
   it('brings the stack up, which passes the conformance kit through nginx; nginx answers as the service', {
