@@ -19,6 +19,7 @@ import { BudgetError, Http, INJECTED_HEADER, isInjectedAbort, type Response, spe
  * specification and the contract (docs/) against a running service, over HTTP only.
  */
 
+export { junitXml } from './junit.js';
 export { GROUPS, type Group, ToolError };
 
 export type Outcome = 'pass' | 'fail' | 'skip';

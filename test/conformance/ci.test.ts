@@ -175,6 +175,12 @@ describe('the conformance kit for CI', () => {
     });
   }
 
+  it('--help lists --header, --junit and --fail-on-skip', async () => {
+    const { code, stdout } = await conformance('--help');
+    assert.equal(code, 0);
+    assert.match(stdout, /--junit <file> [\s\S]*--fail-on-skip [\s\S]*--header 'NAME: VALUE'/);
+  });
+
   it('--fail-on-skip exits 1 when a check skipped, saying why; 0 when none did', async () => {
     const skipped = await conformance(good.url, '--only', 'hello,rate-limit.exceeded', '--fail-on-skip');
     assert.equal(skipped.code, 1);
