@@ -231,6 +231,24 @@ describe('the conformance kit against the service behind a proxy that breaks one
     }
   });
 
+  it("fails profile.stale-if-match alone where a stale If-Match is taken for any, restoring the kit's own stale write", async () => {
+    const anyTag = (headers: IncomingHttpHeaders) =>
+      headers['if-match'] === '"conformance-stale"' ? { ...headers, 'if-match': '*' } : headers;
+    const { url, server } = await startBrokenProxy(service.origin, (_req, answer) => answer, anyTag);
+    try {
+      const report = await runConformance({ baseUrl: url, write: true, only: ['profile'] });
+      assert.deepEqual(
+        report.results.filter((result) => result.outcome !== 'pass').map((result) => result.id),
+        ['profile.stale-if-match'],
+        notPassed(report).join('\n'),
+      );
+      const res = await service.app.inject({ url: '/api/profile' });
+      assert.deepEqual(res.json(), { name: null, email: null, bio: null });
+    } finally {
+      await close(server);
+    }
+  });
+
   for (const [name, { alter, only, fails, actual }] of Object.entries(DEPLOYMENTS)) {
     it(`fails exactly ${fails.join(', ') || 'nothing'} for ${name}`, async () => {
       const failed = await failing(alter, only);

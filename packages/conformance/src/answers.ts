@@ -62,9 +62,9 @@ export class AnswerAudit {
     if (res.headers[INJECTED_HEADER] !== undefined || res.status === 0) return;
     this.seen += 1;
     const { headers } = res;
-    const path = res.request.path;
+    const path = res.request.route;
     const api = /^\/api(?:[/?]|$)/.test(path);
-    const where = `${res.request.method} ${path}`;
+    const where = `${res.request.method} ${res.request.path}`;
     const note = (rule: Rule, wrong: string) => this.findings[rule].push({ request: where, status: res.status, wrong });
 
     const id = value(headers, 'x-request-id');

@@ -8,6 +8,7 @@ export type JsonObject = { [key: string]: unknown };
 
 /** A value in a line of output: JSON, cut short. */
 export function show(value: unknown): string {
+  if (value === undefined) return 'none';
   const text = typeof value === 'string' ? JSON.stringify(value) : (JSON.stringify(value) ?? String(value));
   return text.length > 160 ? `${text.slice(0, 157)}...` : text;
 }
@@ -54,7 +55,10 @@ const JSON_TYPE = 'application/json; charset=utf-8';
 export function expectJson(res: Response): unknown {
   const type = header(res, 'content-type');
   if (type?.toLowerCase().replace(/\s*;\s*/g, '; ') !== JSON_TYPE) {
-    fail(`${where(res)}: Content-Type ${JSON_TYPE}`, `${show(type ?? null)} (status ${res.status})`);
+    fail(
+      `${where(res)}: Content-Type ${JSON_TYPE}`,
+      `${type === undefined ? 'none' : show(type)} (status ${res.status})`,
+    );
   }
   try {
     return JSON.parse(res.text);
@@ -152,6 +156,16 @@ export function expectEnvelope(res: Response, status: number, code: string): Err
   if (id !== undefined && id !== error.request_id)
     fail(`error.request_id equal to X-Request-Id ${show(id)}`, show(error.request_id));
   return error as unknown as ErrorBody;
+}
+
+/** The envelope's code of an answer, or null when it has none. */
+export function sentCode(res: Response): string | null {
+  try {
+    const code = (JSON.parse(res.text) as { error?: { code?: unknown } } | null)?.error?.code;
+    return typeof code === 'string' ? code : null;
+  } catch {
+    return null;
+  }
 }
 
 /** A 400 VALIDATION_ERROR whose details name `field` (with `value`, when given). */

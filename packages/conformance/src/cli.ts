@@ -1,7 +1,9 @@
-import { readFileSync } from 'node:fs';
+import { accessSync, constants, readFileSync, writeFileSync } from 'node:fs';
+import { dirname } from 'node:path';
 import { parseArgs } from 'node:util';
 import { named, shown, withArgumentsShown } from '../../../src/lib/shown.js';
 import { type CheckResult, GROUPS, type Report, runConformance, ToolError } from './index.js';
+import { junitXml } from './junit.js';
 
 /**
  * `greeting-service-conformance <base-url>` (and the service's `greeting-service conformance`): runs the conformance checks and prints one line per
@@ -21,6 +23,10 @@ Options:
   --only <groups>      only these groups or check ids, comma-separated
   --skip <groups>      not these groups or check ids, comma-separated
   --json               print the report as JSON
+  --junit <file>       also write the report as JUnit XML to <file>, for CI
+  --fail-on-skip       exit 1 when a check was skipped, as when one failed
+  --header 'NAME: VALUE'
+                       send this header on every request (repeatable): a gateway's credentials
   --max-requests <n>   most requests to send (default 5000)
   --max-time <s>       most seconds to run (default 600)
   --timeout <s>        most seconds a request may take (default 10)
@@ -64,6 +70,49 @@ function readCa(path: string): string {
   return text;
 }
 
+/** A field name: an RFC 9110 token. */
+const FIELD_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
+/** A field value the kit writes as it is: visible ASCII, spaces and tabs. */
+const FIELD_VALUE = /^[\t\x20-\x7e]*$/;
+/** Fields the kit sets on each request itself, the framing and the connection's: not --header's to set. */
+const OWN_FIELDS = new Set([
+  'host',
+  'content-length',
+  'transfer-encoding',
+  'connection',
+  'keep-alive',
+  'proxy-connection',
+  'upgrade',
+  'te',
+  'trailer',
+]);
+
+/** `NAME: VALUE` of --header as a field, or a ToolError saying what it takes. */
+function field(text: string): [string, string] {
+  const colon = text.indexOf(':');
+  const name = text.slice(0, Math.max(colon, 0));
+  const value = text.slice(colon + 1).trim();
+  if (colon < 1 || !FIELD_NAME.test(name) || !FIELD_VALUE.test(value)) {
+    throw new ToolError(`--header takes 'NAME: VALUE' (a field name, a colon, then visible ASCII), not ${shown(text)}`);
+  }
+  if (OWN_FIELDS.has(name.toLowerCase())) {
+    throw new ToolError(`--header cannot set ${name}: the kit sets it on each request itself`);
+  }
+  return [name, value];
+}
+
+/** The file of --junit, once its directory is known to be writable: a run is not made to be lost. */
+function junitFile(path: string): string {
+  try {
+    accessSync(dirname(path), constants.W_OK);
+  } catch (error) {
+    throw new ToolError(
+      `--junit ${named(path)}: its directory cannot be written (${(error as NodeJS.ErrnoException).code ?? 'error'})`,
+    );
+  }
+  return path;
+}
+
 function line(result: CheckResult): string {
   const head = `${result.outcome.padEnd(4)}  ${result.id}  [${result.clause}]  ${result.title}`;
   if (result.outcome === 'fail') return `${head}: expected ${result.expected}, actual ${result.actual}`;
@@ -96,6 +145,9 @@ export async function conformanceMain(args: readonly string[], command: string):
         only: { type: 'string' },
         skip: { type: 'string' },
         json: { type: 'boolean' },
+        junit: { type: 'string' },
+        'fail-on-skip': { type: 'boolean' },
+        header: { type: 'string', multiple: true },
         'max-requests': { type: 'string' },
         'max-time': { type: 'string' },
         timeout: { type: 'string' },
@@ -117,6 +169,8 @@ export async function conformanceMain(args: readonly string[], command: string):
     const clear = () => progress && err.write('\r\x1b[K');
     const maxTime = positive('max-time', values['max-time']);
     const timeout = positive('timeout', values.timeout);
+    const headers = values.header?.map(field);
+    const junit = values.junit === undefined ? undefined : junitFile(values.junit);
     const report = await runConformance({
       baseUrl: positionals[0] as string,
       write: values.write ?? false,
@@ -132,6 +186,7 @@ export async function conformanceMain(args: readonly string[], command: string):
       ...(values.http2 === true && { http2: true }),
       ...(values.ca !== undefined && { ca: readCa(values.ca) }),
       ...(values.insecure === true && { insecure: true }),
+      ...(headers !== undefined && { headers }),
       onCheckStart(check, index, total) {
         if (progress) err.write(`\r\x1b[K[${index + 1}/${total}] ${check.id}`);
       },
@@ -145,9 +200,22 @@ export async function conformanceMain(args: readonly string[], command: string):
     });
     clear();
     const note = faultsNote(report);
+    const skipFails = values['fail-on-skip'] === true && report.skipped > 0;
+    if (junit !== undefined) {
+      try {
+        writeFileSync(junit, junitXml(report));
+      } catch (error) {
+        throw new ToolError(
+          `--junit ${named(junit)} cannot be written (${(error as NodeJS.ErrnoException).code ?? 'error'})`,
+        );
+      }
+    }
     if (values.json) out.write(`${JSON.stringify(report, null, 2)}\n`);
-    else out.write(`${note === null ? '' : `${note}\n`}${summary(report)}\n`);
-    return report.failed === 0 ? 0 : 1;
+    else {
+      const failOnSkip = skipFails ? ' (--fail-on-skip: a skipped check fails the run)' : '';
+      out.write(`${note === null ? '' : `${note}\n`}${summary(report)}${failOnSkip}\n`);
+    }
+    return report.failed === 0 && !skipFails ? 0 : 1;
   } catch (error) {
     const message =
       error instanceof ToolError

@@ -1,6 +1,6 @@
 import type { Decimal } from 'decimal.js';
 import { AnswerAudit } from './answers.js';
-import type { Http, Request, Response } from './http.js';
+import { BudgetError, type Http, isInjectedAbort, type Request, type Response } from './http.js';
 import { type Exact, isExactObject, parseExact } from './json.js';
 
 export const GROUPS = [
@@ -50,6 +50,20 @@ export class CheckFailure extends Error {
   }
 }
 
+/**
+ * A failure of what checks share (the currency table, read once), carrying the injected answers
+ * met on the way: each check that depends on it is judged by them as by its own.
+ */
+export class DependencyFailure extends CheckFailure {
+  constructor(
+    expected: string,
+    actual: string,
+    readonly injected: readonly Response[],
+  ) {
+    super(expected, actual);
+  }
+}
+
 /** The check cannot tell here, and says why. */
 export class CheckSkip extends Error {}
 
@@ -88,16 +102,39 @@ async function readTable(ctx: Context): Promise<Currency[]> {
   for (let page = 1; page <= 100; page += 1) {
     const res = await ctx.get(`/api/currencies?per_page=100&page=${page}`);
     if (res.status !== 200) {
-      throw new CheckFailure(`GET ${res.request.path}: 200`, `${res.status} ${res.text.slice(0, 120)}`);
+      throw new CheckFailure(`GET ${res.request.path}: 200`, `${res.status} ${JSON.stringify(res.text.slice(0, 120))}`);
     }
-    const body = parseExact(res.text);
+    let body: Exact;
+    try {
+      body = parseExact(res.text);
+    } catch {
+      throw new CheckFailure(`GET ${res.request.path}: a JSON body`, JSON.stringify(res.text.slice(0, 120)));
+    }
     const data = isExactObject(body) ? body.values.get('data') : undefined;
-    if (!Array.isArray(data)) throw new CheckFailure(`GET ${res.request.path}: a data array`, res.text.slice(0, 120));
+    if (!Array.isArray(data))
+      throw new CheckFailure(`GET ${res.request.path}: a data array`, JSON.stringify(res.text.slice(0, 120)));
     if (data.length === 0) return currencies;
     for (const item of data) currencies.push(currencyOf(item));
     if (data.length < 100) return currencies;
   }
   return currencies;
+}
+
+/** The table, or a DependencyFailure naming the injected answers met reading it. */
+async function sharedTable(ctx: Context): Promise<Currency[]> {
+  const before = ctx.http.injected.length;
+  try {
+    return await readTable(ctx);
+  } catch (error) {
+    if (error instanceof BudgetError) throw error;
+    const injected = ctx.http.injected.slice(before);
+    if (error instanceof CheckFailure) throw new DependencyFailure(error.expected, error.actual, injected);
+    throw new DependencyFailure(
+      `the currency table (GET ${ctx.http.prefix}/api/currencies)`,
+      String((error as Error).message),
+      injected,
+    );
+  }
 }
 
 function currencyOf(item: Exact): Currency {
@@ -121,7 +158,14 @@ export function makeContext(http: Http, options: RunOptions): Context {
     send: (request) => http.send(request),
     get: (path, headers) => http.send({ path, ...(headers !== undefined && { headers }) }),
     table() {
-      table ??= readTable(ctx);
+      if (table === undefined) {
+        const read = sharedTable(ctx);
+        // An injected answer says nothing of the table: the next check that needs it reads it again.
+        read.catch((error: unknown) => {
+          if (error instanceof DependencyFailure && error.injected.some(isInjectedAbort)) table = undefined;
+        });
+        table = read;
+      }
       return table;
     },
   };

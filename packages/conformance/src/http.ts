@@ -37,8 +37,12 @@ export interface Request {
 }
 
 export interface Response {
-  /** What was asked, and when it was sent (ms since the epoch): the answer was made between then and its receipt. */
-  readonly request: { method: string; path: string; refusableInFront?: boolean; sentAt: number };
+  /**
+   * What was asked, and when it was sent (ms since the epoch): the answer was made between then and
+   * its receipt. `path` is as sent, the base URL's path included (`/svc/api/hello`); `route` is the
+   * path under the base URL (`/api/hello`).
+   */
+  readonly request: { method: string; path: string; route: string; refusableInFront?: boolean; sentAt: number };
   /** The version of HTTP it came over: `1.1`, `2.0`. */
   readonly httpVersion: string;
   readonly status: number;
@@ -91,9 +95,11 @@ function textOf(body: Buffer, contentEncoding: string | undefined): string {
   return (decodedBody(body, contentEncoding) ?? body).toString('utf8');
 }
 
-/** How to reach the service: HTTP/2 or not, and which TLS certificates to trust for https://. */
+/** How to reach the service: HTTP/2 or not, which TLS certificates to trust for https://, and what to add to every request. */
 export interface Transport {
   http2: boolean;
+  /** Header fields sent on every request, the WebSocket handshake and raw requests included (`--header`). */
+  headers?: readonly (readonly [string, string])[];
   /** CA certificates (PEM) to trust instead of the system's. */
   ca?: string | Buffer;
   /** Trust any certificate: a private one, for a test deployment. */
@@ -126,6 +132,16 @@ function dechunk(body: Buffer): Buffer {
     at = eol + 2 + size + 2;
   }
 }
+
+/** The TLS errors of a certificate signed by a CA the client does not trust. */
+const UNTRUSTED_CERTIFICATE = new Set([
+  'UNABLE_TO_VERIFY_LEAF_SIGNATURE',
+  'SELF_SIGNED_CERT_IN_CHAIN',
+  'DEPTH_ZERO_SELF_SIGNED_CERT',
+  'UNABLE_TO_GET_ISSUER_CERT',
+  'UNABLE_TO_GET_ISSUER_CERT_LOCALLY',
+  'CERT_UNTRUSTED',
+]);
 
 /** Lowest count of requests left in the window before the client waits for the next window. */
 const QUOTA_RESERVE = 8;
@@ -212,7 +228,7 @@ export class Http {
       if (wait > 0 && wait + 100 <= this.timeLeft) await this.#sleep(wait + 100);
     }
     for (let attempt = 0; ; attempt += 1) {
-      const response = this.#note(await this.#once(request));
+      const response = this.note(await this.#once(request));
       if (api) this.#noteQuota(response);
       // An injected 429 says nothing of this client's quota.
       if (response.status !== 429 || request.spendQuota || attempt === 2 || isInjectedAbort(response)) return response;
@@ -223,7 +239,8 @@ export class Http {
     }
   }
 
-  #note(response: Response): Response {
+  /** Records an answer the run received: the audit of every answer sees it, and the injected faults are counted. */
+  note(response: Response): Response {
     this.onAnswer(response);
     if (response.headers[INJECTED_HEADER] !== undefined) this.injected.push(response);
     return response;
@@ -245,6 +262,65 @@ export class Http {
   get #tls(): { ca?: string | Buffer; rejectUnauthorized: boolean } {
     const { ca, insecure = false } = this.#transport;
     return { ...(ca !== undefined && { ca }), rejectUnauthorized: !insecure };
+  }
+
+  /** A request's fields: those of every request (`--header`) but the names it sets itself, then its own. */
+  #fields(own: Record<string, string>): Record<string, string | string[]> {
+    const names = new Set(Object.keys(own).map((name) => name.toLowerCase()));
+    const fields: Record<string, string | string[]> = {};
+    for (const [name, value] of this.#transport.headers ?? []) {
+      const key = name.toLowerCase();
+      if (names.has(key)) continue;
+      const had = fields[key];
+      fields[key] = had === undefined ? value : [had, value].flat();
+    }
+    return { ...fields, ...own };
+  }
+
+  /** Whether every request carries a field of this name (`--header`). */
+  sendsHeader(name: string): boolean {
+    return (this.#transport.headers ?? []).some(([sent]) => sent.toLowerCase() === name.toLowerCase());
+  }
+
+  /** The bytes of a request written by hand, with the fields of every request (`--header`) after its request line. */
+  withHeaders(bytes: string): string {
+    const lines = (this.#transport.headers ?? []).map(([name, value]) => `${name}: ${value}\r\n`).join('');
+    const eol = bytes.indexOf('\r\n');
+    return lines === '' || eol < 0 ? bytes : `${bytes.slice(0, eol + 2)}${lines}${bytes.slice(eol + 2)}`;
+  }
+
+  /** A request given up on at the request timeout, naming the flag that gives it longer. */
+  #tooSlow(method: string, path: string, what: string): string {
+    const ms = this.#budget.requestTimeoutMs;
+    return `${what} to ${method} ${path} within ${ms / 1000} s (--timeout <seconds> gives each request longer)`;
+  }
+
+  /** Why a request got no answer, in the kit's words, naming the flag that would fix it where one would. */
+  #failed(method: string, path: string, error: NodeJS.ErrnoException): string {
+    const code = error.code ?? '';
+    const host = this.origin.host;
+    const detail = error.message.split('\n')[0] ?? '';
+    const why = (() => {
+      if (UNTRUSTED_CERTIFICATE.has(code)) {
+        return this.#transport.ca === undefined
+          ? `the certificate of ${host} is not signed by a CA this system trusts (${code}): give its CA with --ca <file>, or --insecure`
+          : `the certificate of ${host} is not signed by a CA of --ca (${code}): give the CA that signed it, or --insecure`;
+      }
+      if (code === 'ERR_TLS_CERT_ALTNAME_INVALID') {
+        return `the certificate of ${host} does not name ${this.origin.hostname} (${detail}): use the name it has, or --insecure`;
+      }
+      if (/wrong version number|packet length too long/i.test(detail)) {
+        return `${host} does not speak TLS (${code}): use http:// for it`;
+      }
+      if (this.#transport.http2 && /no application protocol/i.test(detail)) {
+        return `${host} does not offer HTTP/2 by ALPN (h2): run without --http2`;
+      }
+      if (this.#transport.http2 && code === 'ERR_HTTP2_ERROR' && this.origin.protocol === 'http:') {
+        return `${host} does not answer HTTP/2 with prior knowledge (h2c): run without --http2`;
+      }
+      return `${code} ${detail}`.trim();
+    })();
+    return `${method} ${path}: ${why}`;
   }
 
   /** Ends the HTTP/2 session, if there is one. */
@@ -272,8 +348,9 @@ export class Http {
   #onceHttp2({ method = 'GET', path, headers = {}, body, refusableInFront, onData }: Request): Promise<Response> {
     const sentAt = Date.now();
     const payload = typeof body === 'string' ? Buffer.from(body, 'utf8') : body;
-    const fields: Record<string, string> = { ':method': method, ':path': this.prefix + path };
-    for (const [name, value] of Object.entries(headers)) {
+    const fullPath = this.prefix + path;
+    const fields: Record<string, string | string[]> = { ':method': method, ':path': fullPath };
+    for (const [name, value] of Object.entries(this.#fields(headers))) {
       if (!NOT_HTTP2.has(name.toLowerCase())) fields[name.toLowerCase()] = value;
     }
     const timeoutMs = this.#budget.requestTimeoutMs;
@@ -285,7 +362,7 @@ export class Http {
       let received: IncomingHttpHeaders = {};
       const timer = setTimeout(() => {
         stream.close(http2.NGHTTP2_CANCEL);
-        reject(new Error(`no whole answer to ${method} ${path} within ${timeoutMs} ms`));
+        reject(new Error(this.#tooSlow(method, fullPath, 'no whole answer')));
       }, timeoutMs);
       stream.on('response', ({ ':status': code, ...rest }) => {
         status = Number(code);
@@ -303,7 +380,7 @@ export class Http {
         clearTimeout(timer);
         const data = Buffer.concat(chunks);
         resolve({
-          request: { method, path, refusableInFront, sentAt },
+          request: { method, path: fullPath, route: path, refusableInFront, sentAt },
           httpVersion: '2.0',
           status,
           headers: received,
@@ -313,7 +390,7 @@ export class Http {
       });
       stream.on('error', (error: NodeJS.ErrnoException) => {
         clearTimeout(timer);
-        reject(new Error(`${method} ${path}: ${error.code ?? ''} ${error.message}`.replace(':  ', ': ')));
+        reject(new Error(this.#failed(method, fullPath, error)));
       });
       stream.end(payload);
     });
@@ -323,7 +400,7 @@ export class Http {
     const sentAt = Date.now();
     const fullPath = this.prefix + path;
     const payload = typeof body === 'string' ? Buffer.from(body, 'utf8') : body;
-    const sent = { ...headers };
+    const sent = this.#fields(headers);
     if (payload !== undefined && !Object.keys(sent).some((name) => name.toLowerCase() === 'content-length')) {
       sent['Content-Length'] = String(payload.length);
     }
@@ -353,7 +430,7 @@ export class Http {
           res.on('end', () => {
             const data = Buffer.concat(chunks);
             resolve({
-              request: { method, path, refusableInFront, sentAt },
+              request: { method, path: fullPath, route: path, refusableInFront, sentAt },
               httpVersion: res.httpVersion,
               status: res.statusCode ?? 0,
               headers: res.headers,
@@ -365,19 +442,17 @@ export class Http {
         },
       );
       const timer = setTimeout(
-        () => req.destroy(new Error(`no whole answer to ${method} ${path} within ${this.#budget.requestTimeoutMs} ms`)),
+        () => req.destroy(new Error(this.#tooSlow(method, fullPath, 'no whole answer'))),
         this.#budget.requestTimeoutMs,
       );
       req.on('close', () => clearTimeout(timer));
-      req.on('timeout', () =>
-        req.destroy(new Error(`no answer to ${method} ${path} within ${this.#budget.requestTimeoutMs} ms`)),
-      );
+      req.on('timeout', () => req.destroy(new Error(this.#tooSlow(method, fullPath, 'no answer'))));
       req.on('error', (error: NodeJS.ErrnoException) => {
         // An answer to HEAD has no body: bytes after its headers are what the parser stumbles on.
         if (method === 'HEAD' && error.code?.startsWith('HPE_')) {
-          reject(new Error(`HEAD ${path} answered with a body (bytes after the headers: ${error.code})`));
+          reject(new Error(`HEAD ${fullPath} answered with a body (bytes after the headers: ${error.code})`));
         } else {
-          reject(error.code === undefined ? error : new Error(`${method} ${path}: ${error.code} ${error.message}`));
+          reject(error.code === undefined ? error : new Error(this.#failed(method, fullPath, error)));
         }
       });
       req.end(payload);
@@ -402,7 +477,7 @@ export class Http {
       socket.on('error', () => socket.destroy());
       // Not half-closed: some proxies drop a connection whose client has ended its side. The
       // requests ask for Connection: close, so the service closes once it has answered.
-      socket.write(bytes);
+      socket.write(this.withHeaders(bytes));
     });
     const data = Buffer.concat(chunks);
     const split = data.indexOf('\r\n\r\n');
@@ -418,8 +493,8 @@ export class Http {
     if (/chunked/i.test(String(headers['transfer-encoding']))) body = dechunk(body);
     else if (Number.isInteger(length)) body = body.subarray(0, length);
     const status = Number(/^HTTP\/1\.[01] (\d{3})/.exec(statusLine)?.[1] ?? 0);
-    return this.#note({
-      request: { method: 'RAW', path: what, sentAt },
+    return this.note({
+      request: { method: 'RAW', path: what, route: what, sentAt },
       httpVersion: /^HTTP\/(1\.[01])/.exec(statusLine)?.[1] ?? '',
       status,
       headers,
@@ -443,4 +518,20 @@ export class Http {
       socket.once('error', reject);
     });
   }
+}
+
+/** Whether `origin` (an http:// one) completes a TLS handshake instead: an https:// port. */
+export function speaksTls(origin: URL, timeoutMs: number): Promise<boolean> {
+  const host = origin.hostname.replace(/^\[|\]$/g, '');
+  return new Promise((resolve) => {
+    const socket = tlsConnect({ host, port: Number(origin.port || 80), rejectUnauthorized: false }, () => {
+      socket.destroy();
+      resolve(true);
+    });
+    socket.setTimeout(timeoutMs, () => {
+      socket.destroy();
+      resolve(false);
+    });
+    socket.on('error', () => resolve(false));
+  });
 }

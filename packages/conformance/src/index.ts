@@ -1,15 +1,25 @@
 import { STATUS_CODES } from 'node:http';
 import { named, shown } from '../../../src/lib/shown.js';
-import { expectEnvelope } from './assert.js';
+import { expectEnvelope, sentCode } from './assert.js';
 import { ALL_CHECKS } from './checks/all.js';
-import { type Check, CheckFailure, CheckSkip, type Context, GROUPS, type Group, makeContext } from './context.js';
-import { BudgetError, Http, INJECTED_HEADER, isInjectedAbort, type Response, ToolError } from './http.js';
+import {
+  type Check,
+  CheckFailure,
+  CheckSkip,
+  type Context,
+  DependencyFailure,
+  GROUPS,
+  type Group,
+  makeContext,
+} from './context.js';
+import { BudgetError, Http, INJECTED_HEADER, isInjectedAbort, type Response, speaksTls, ToolError } from './http.js';
 
 /**
  * The conformance kit as a library: `runConformance` runs black-box checks of the interface
  * specification and the contract (docs/) against a running service, over HTTP only.
  */
 
+export { junitXml } from './junit.js';
 export { GROUPS, type Group, ToolError };
 
 export type Outcome = 'pass' | 'fail' | 'skip';
@@ -74,6 +84,8 @@ export interface Options {
   ca?: string | Buffer;
   /** Trust any certificate of an https:// base URL. */
   insecure?: boolean;
+  /** Header fields sent on every request (an authenticating gateway's), the WebSocket handshake included: `[name, value]` pairs. */
+  headers?: readonly (readonly [string, string])[];
   /** Called as each check starts and ends, for progress. */
   onCheckStart?: (check: { id: string }, index: number, total: number) => void;
   onResult?: (result: CheckResult, index: number, total: number) => void;
@@ -119,7 +131,15 @@ async function preflight(http: Http): Promise<void> {
     try {
       answers.push(await http.send({ path }));
     } catch (error) {
-      throw new ToolError(`cannot reach ${named(http.origin.origin)}: ${(error as Error).message}`);
+      const message = (error as Error).message;
+      if (
+        http.origin.protocol === 'http:' &&
+        /ECONNRESET|socket hang up/.test(message) &&
+        (await speaksTls(http.origin, http.requestTimeoutMs))
+      ) {
+        throw new ToolError(`${named(http.origin.origin)} speaks TLS: use https://${http.origin.host}${http.prefix}`);
+      }
+      throw new ToolError(`cannot reach ${named(http.origin.origin)}: ${message}`);
     }
   }
   const json = answers.some((res) => {
@@ -133,8 +153,8 @@ async function preflight(http: Http): Promise<void> {
   if (!json) {
     const [health] = answers;
     throw new ToolError(
-      `${named(`${http.origin.origin}${http.prefix}`)} does not look like the service: GET /healthz and GET /api/hello answer no JSON` +
-        ` (GET /healthz: ${health?.status} ${health?.headers['content-type'] ?? 'no content type'})`,
+      `${named(`${http.origin.origin}${http.prefix}`)} does not look like the service: GET ${http.prefix}/healthz and GET ${http.prefix}/api/hello answer no JSON` +
+        ` (GET ${http.prefix}/healthz: ${health?.status} ${health?.headers['content-type'] ?? 'no content type'})`,
     );
   }
 }
@@ -154,6 +174,7 @@ export async function runConformance(options: Options): Promise<Report> {
       http2: options.http2 ?? false,
       ...(options.ca !== undefined && { ca: options.ca }),
       ...(options.insecure !== undefined && { insecure: options.insecure }),
+      ...(options.headers !== undefined && { headers: options.headers }),
     },
   );
   if (options.onWait !== undefined) http.onWait = options.onWait;
@@ -216,7 +237,11 @@ async function runOne(check: Check, ctx: Context, spent: string | undefined): Pr
   } catch (error) {
     if (error instanceof CheckSkip) return { ...base, outcome: 'skip', reason: error.message };
     if (error instanceof BudgetError) return { ...base, outcome: 'skip', reason: `budget: ${error.message}` };
-    const aborts = ctx.http.injected.slice(injectedBefore).filter(isInjectedAbort);
+    // The injected answers of this check's requests, and of those it depends on (the shared table).
+    const aborts = [
+      ...ctx.http.injected.slice(injectedBefore),
+      ...(error instanceof DependencyFailure ? error.injected : []),
+    ].filter(isInjectedAbort);
     if (aborts.length > 0) return injectedOutcome(base, aborts);
     if (error instanceof CheckFailure) {
       return { ...base, outcome: 'fail', expected: error.expected, actual: error.actual };
@@ -278,14 +303,4 @@ function injectedOutcome(base: Omit<CheckResult, 'outcome'>, aborts: readonly Re
     outcome: 'skip',
     reason: `an injected fault answered ${first.request.method} ${first.request.path}: ${first.status}${code === null ? '' : ` ${code}`} (${INJECTED_HEADER}: ${String(first.headers[INJECTED_HEADER])})`,
   };
-}
-
-/** The envelope's code of an answer, or null when it has none. */
-function sentCode(res: Response): string | null {
-  try {
-    const code = (JSON.parse(res.text) as { error?: { code?: unknown } } | null)?.error?.code;
-    return typeof code === 'string' ? code : null;
-  } catch {
-    return null;
-  }
 }

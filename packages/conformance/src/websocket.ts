@@ -1,5 +1,6 @@
 import { createHash, randomBytes } from 'node:crypto';
 import type { Socket } from 'node:net';
+import type { Http, Response } from './http.js';
 
 /**
  * The least of a WebSocket client (RFC 6455) the kit needs to check the echo: a handshake written
@@ -100,6 +101,17 @@ export class FrameReader {
     }
   }
 
+  /** The next `length` bytes, or as many as came before the connection closed or the time was up. */
+  async bytes(length: number, timeoutMs: number): Promise<Buffer> {
+    const deadline = Date.now() + timeoutMs;
+    while (this.#buffer.length < length && !this.#closed && Date.now() < deadline) {
+      await this.#more(deadline, 'the body').catch(() => {});
+    }
+    const bytes = this.#buffer.subarray(0, length);
+    this.#buffer = this.#buffer.subarray(bytes.length);
+    return Buffer.from(bytes);
+  }
+
   /** The next whole frame from the server (unmasked, as a server's frames are). */
   async frame(timeoutMs: number): Promise<Frame> {
     const deadline = Date.now() + timeoutMs;
@@ -127,5 +139,53 @@ export class FrameReader {
     if (b.length < at + length) return null;
     this.#buffer = b.subarray(at + length);
     return { opcode: (b[0] as number) & 0x0f, payload: Buffer.from(b.subarray(at, at + length)) };
+  }
+}
+
+/** The head of a handshake to `path` under the base URL, `version` as given. */
+export function handshakeHead(http: Http, path: string, key: string, version: string): string {
+  return (
+    `GET ${http.prefix}${path} HTTP/1.1\r\nHost: ${http.origin.host}\r\nUpgrade: websocket\r\n` +
+    `Connection: Upgrade\r\nSec-WebSocket-Key: ${key}\r\nSec-WebSocket-Version: ${version}\r\n\r\n`
+  );
+}
+
+/**
+ * Opens a WebSocket to `path` under the base URL: writes the handshake (with the fields of every
+ * request, `--header`), and reads its answer. An answer other than 101 is read whole, its body by
+ * its Content-Length, and noted as every answer is (an injected fault's is counted); the 101 is the
+ * WebSocket's, not an HTTP answer the audit of every answer holds to its headers.
+ */
+export async function openWebSocket(
+  http: Http,
+  path: string,
+  key: string,
+  version: string,
+  timeoutMs: number,
+): Promise<{ socket: Socket; reader: FrameReader; answer: Response; statusLine: string }> {
+  const socket = await http.connect();
+  const reader = new FrameReader(socket);
+  const sentAt = Date.now();
+  const target = `${http.prefix}${path}`;
+  try {
+    socket.write(http.withHeaders(handshakeHead(http, path, key, version)));
+    const { statusLine, headers } = await reader.head(timeoutMs);
+    const match = /^HTTP\/(1\.[01]) (\d{3})/.exec(statusLine);
+    const status = Number(match?.[2] ?? 0);
+    const length = Number(headers['content-length'] ?? 0);
+    const body = status !== 101 && length > 0 ? await reader.bytes(length, timeoutMs) : Buffer.alloc(0);
+    const answer: Response = {
+      request: { method: 'GET', path: target, route: path, sentAt },
+      httpVersion: match?.[1] ?? '',
+      status,
+      headers,
+      body,
+      text: body.toString('utf8'),
+    };
+    if (status !== 101) http.note(answer);
+    return { socket, reader, answer, statusLine };
+  } catch (error) {
+    socket.destroy();
+    throw error;
   }
 }

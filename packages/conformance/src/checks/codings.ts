@@ -27,7 +27,13 @@ function expectCoded(res: Response, coding: string, plain: unknown): void {
   const decoded = decodedBody(res.body, coding);
   if (decoded === null)
     fail(`${res.request.path}: valid ${coding} data`, `${res.body.length} bytes that do not decode`);
-  expectEqual(JSON.parse(decoded.toString('utf8')), plain, `${res.request.path} decoded from ${coding}`);
+  let body: unknown;
+  try {
+    body = JSON.parse(decoded.toString('utf8'));
+  } catch {
+    fail(`${res.request.path} decoded from ${coding}: JSON`, show(decoded.toString('utf8')));
+  }
+  expectEqual(body, plain, `${res.request.path} decoded from ${coding}`);
   expectVaries(res);
 }
 
@@ -125,7 +131,7 @@ export const codingChecks: Check[] = [
       await codedAnswers(ctx);
       const res = await ctx.get('/api/hello', { 'Accept-Encoding': CODINGS.join(', ') });
       expectStatus(res, 200);
-      expectEqual(header(res, 'content-encoding'), undefined, 'GET /api/hello: Content-Encoding');
+      expectEqual(header(res, 'content-encoding'), undefined, `GET ${res.request.path}: Content-Encoding`);
       expectVaries(res);
     },
   },

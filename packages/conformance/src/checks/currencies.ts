@@ -285,8 +285,8 @@ export const currencyChecks: Check[] = [
     async run(ctx) {
       for (const item of (await page(ctx, 'fields=code,name&per_page=5')).data)
         expectKeys(item, ['code', 'name'], 'item');
-      const one = expectObject(await ctx.get('/api/currencies/JPY?fields=code,minor_units'), 200);
-      expectEqual(one, { code: 'JPY', minor_units: 0 }, 'GET /api/currencies/JPY?fields=code,minor_units');
+      const res = await ctx.get('/api/currencies/JPY?fields=code,minor_units');
+      expectEqual(expectObject(res, 200), { code: 'JPY', minor_units: 0 }, `GET ${res.request.path}`);
     },
   },
   {
@@ -308,7 +308,7 @@ export const currencyChecks: Check[] = [
       const table = await ctx.table();
       for (const code of ['EUR', 'jpy', 'Kwd']) {
         const res = await ctx.get(`/api/currencies/${code}`);
-        expectKeys(expectObject(res, 200), ['code', 'name', 'minor_units', 'rate'], `GET /api/currencies/${code}`);
+        expectKeys(expectObject(res, 200), ['code', 'name', 'minor_units', 'rate'], `GET ${res.request.path}`);
         const item = parseExact(res.text);
         const entry = table.find((c) => c.code === code.toUpperCase());
         const rate = isExactObject(item) ? item.values.get('rate') : undefined;

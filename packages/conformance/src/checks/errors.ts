@@ -8,6 +8,7 @@ import {
   fail,
   header,
   headerList,
+  sentCode,
   show,
 } from '../assert.js';
 import type { Check } from '../context.js';
@@ -20,10 +21,7 @@ function expectAllow(res: Response, methods: readonly string[]): void {
   const allow = headerList(res, 'allow').map((method) => method.toUpperCase());
   const missing = methods.filter((method) => !allow.includes(method));
   if (header(res, 'allow') === undefined || missing.length > 0) {
-    fail(
-      `${res.request.method} ${res.request.path}: Allow listing ${methods.join(', ')}`,
-      show(header(res, 'allow') ?? null),
-    );
+    fail(`${res.request.method} ${res.request.path}: Allow listing ${methods.join(', ')}`, show(header(res, 'allow')));
   }
   if (allow.includes(res.request.method)) fail(`Allow without ${res.request.method}`, show(header(res, 'allow')));
 }
@@ -161,7 +159,7 @@ export const errorChecks: Check[] = [
         ['no Host', `GET ${path} HTTP/1.1\r\nConnection: close\r\n\r\n`],
       ] as const) {
         const res = await ctx.http.raw(bytes, what);
-        expectEnvelope(res, 400, String(JSON.parse(res.text || '{}')?.error?.code ?? 'an error code'));
+        expectEnvelope(res, 400, sentCode(res) ?? 'an error code');
       }
     },
   },
@@ -188,7 +186,7 @@ export const requestIdChecks: Check[] = [
         const res = await ctx.get(path);
         expectStatus(res, 200);
         const id = header(res, 'x-request-id');
-        if (id === undefined || id === '') fail(`GET ${path}: an X-Request-Id header`, 'none');
+        if (id === undefined || id === '') fail(`GET ${res.request.path}: an X-Request-Id header`, 'none');
       }
     },
   },
@@ -207,7 +205,13 @@ export const requestIdChecks: Check[] = [
         const id = header(res, 'x-request-id');
         if (id === undefined || id === '')
           fail(`${res.request.method} ${res.request.path}: an X-Request-Id header`, 'none');
-        expectEqual(JSON.parse(res.text)?.error?.request_id, id, `${res.request.path}: error.request_id`);
+        let sent: unknown;
+        try {
+          sent = (JSON.parse(res.text) as { error?: { request_id?: unknown } } | null)?.error?.request_id;
+        } catch {
+          fail(`${res.request.method} ${res.request.path}: a JSON error envelope`, show(res.text));
+        }
+        expectEqual(sent, id, `${res.request.path}: error.request_id`);
       }
     },
   },
@@ -240,7 +244,7 @@ export const requestIdChecks: Check[] = [
         const value = Buffer.from(sent, 'utf8').toString('latin1');
         const id = header(await ctx.get('/api/hello', { 'X-Request-Id': value }), 'x-request-id');
         if (id === undefined || id === value || !ID.test(id))
-          fail(`a new X-Request-Id instead of ${show(sent)}`, show(id ?? null));
+          fail(`a new X-Request-Id instead of ${show(sent)}`, show(id));
       }
     },
   },
@@ -274,7 +278,7 @@ export const httpChecks: Check[] = [
       for (const path of [...paths, '/api/exchange?from=USD&to=EUR&amount=1', '/healthz', '/readyz', '/openapi.json']) {
         const res = await ctx.send({ method: 'HEAD', path });
         expectStatus(res, 200);
-        expectEqual(res.body.length, 0, `HEAD ${path} body length`);
+        expectEqual(res.body.length, 0, `HEAD ${res.request.path} body length`);
       }
     },
   },

@@ -59,7 +59,7 @@ async function expectConversion(
 ): Promise<void> {
   const path = `/api/exchange?from=${sentFrom}&to=${sentTo}&amount=${amount}`;
   const res = await ctx.get(path);
-  expectKeys(expectObject(res, 200), ['from', 'to', 'amount', 'rate', 'result'], `GET ${path}`);
+  expectKeys(expectObject(res, 200), ['from', 'to', 'amount', 'rate', 'result'], `GET ${res.request.path}`);
   const body = parseExact(res.text);
   if (!isExactObject(body)) return fail('an object', show(res.text));
   const get = (key: string) => body.values.get(key);
@@ -73,7 +73,7 @@ async function expectConversion(
     !same(get('result'), expected.result)
   ) {
     fail(
-      `GET ${path}: from ${from.code}, to ${to.code}, amount ${amount}, rate ${expected.rate}, result ${expected.result}`,
+      `GET ${res.request.path}: from ${from.code}, to ${to.code}, amount ${amount}, rate ${expected.rate}, result ${expected.result}`,
       `from ${text(get('from'))}, to ${text(get('to'))}, amount ${text(get('amount'))}, rate ${text(get('rate'))}, result ${text(get('result'))}`,
     );
   }

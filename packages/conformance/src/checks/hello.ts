@@ -21,7 +21,7 @@ export const helloChecks: Check[] = [
     title: 'GET /api/hello answers 200 {"message":"Hello, World!","timestamp"}',
     async run(ctx) {
       const res = await ctx.get('/api/hello');
-      const body = expectKeys(expectObject(res, 200), ['message', 'timestamp'], 'GET /api/hello');
+      const body = expectKeys(expectObject(res, 200), ['message', 'timestamp'], `GET ${res.request.path}`);
       expectEqual(body.message, 'Hello, World!', 'message');
     },
   },
@@ -75,8 +75,8 @@ export const helloChecks: Check[] = [
     clause: 'contract: Everywhere',
     title: '/api/hello/ is /api/hello',
     async run(ctx) {
-      const body = expectObject(await ctx.get('/api/hello/'), 200);
-      expectEqual(body.message, 'Hello, World!', 'GET /api/hello/ message');
+      const res = await ctx.get('/api/hello/');
+      expectEqual(expectObject(res, 200).message, 'Hello, World!', `GET ${res.request.path} message`);
     },
   },
 ];

@@ -22,14 +22,14 @@ interface Copy {
 }
 
 function expectProfile(res: Response): Copy {
-  const profile = expectKeys(expectObject(res, 200), FIELDS, `${res.request.method} /api/profile`);
+  const profile = expectKeys(expectObject(res, 200), FIELDS, `${res.request.method} ${res.request.path}`);
   for (const field of FIELDS) {
     if (profile[field] !== null && typeof profile[field] !== 'string')
       fail(`${field}: a string or null`, show(profile[field]));
   }
   const etag = header(res, 'etag');
   if (etag === undefined || !/^"[^"]*"$/.test(etag))
-    fail(`${res.request.method} /api/profile: a strong ETag`, show(etag ?? null));
+    fail(`${res.request.method} ${res.request.path}: a strong ETag`, show(etag));
   return { profile, etag };
 }
 
@@ -37,9 +37,31 @@ async function read(ctx: Context): Promise<Copy> {
   return expectProfile(await ctx.get('/api/profile'));
 }
 
-/** The profile before the first write of this run, and the tag of the last answer to a write of ours. */
+/** The profile before the first write of this run, and the tags its writes were answered with. */
 const ORIGINAL = 'profile.original';
-const LAST = 'profile.last';
+const WRITTEN = 'profile.written';
+
+/** A write of this run to the profile; the tag of a successful answer is this run's, whatever the check expected. */
+async function sendWrite(
+  ctx: Context,
+  method: string,
+  ifMatch: string,
+  body: string,
+  contentType: string,
+): Promise<Response> {
+  const res = await ctx.send({
+    method,
+    path: '/api/profile',
+    headers: { 'Content-Type': contentType, 'If-Match': ifMatch },
+    body,
+  });
+  const etag = header(res, 'etag');
+  if (res.status >= 200 && res.status < 300 && etag !== undefined) {
+    const written = (ctx.state.get(WRITTEN) as Set<string> | undefined) ?? new Set<string>();
+    ctx.state.set(WRITTEN, written.add(etag));
+  }
+  return res;
+}
 
 /** A conditional write; the first one of a run keeps the profile it found, for profile.restore. */
 async function write(
@@ -50,14 +72,7 @@ async function write(
 ): Promise<{ res: Response; before: Copy }> {
   const before = await read(ctx);
   if (!ctx.state.has(ORIGINAL)) ctx.state.set(ORIGINAL, before);
-  const res = await ctx.send({
-    method,
-    path: '/api/profile',
-    headers: { 'Content-Type': contentType, 'If-Match': before.etag },
-    body: JSON.stringify(body),
-  });
-  const etag = header(res, 'etag');
-  if (res.status === 200 && etag !== undefined) ctx.state.set(LAST, etag);
+  const res = await sendWrite(ctx, method, before.etag, JSON.stringify(body), contentType);
   return { res, before };
 }
 
@@ -71,10 +86,14 @@ async function expectWritten(
 ): Promise<void> {
   const { res, before } = await write(ctx, method, body, contentType);
   const after = expectProfile(res);
-  expectEqual(after.profile, expected(before.profile), `${method} /api/profile ${JSON.stringify(body)}: the profile`);
+  expectEqual(
+    after.profile,
+    expected(before.profile),
+    `${method} ${res.request.path} ${JSON.stringify(body)}: the profile`,
+  );
   if (after.etag === before.etag) fail('a new ETag after a change', show(after.etag));
   const now = await read(ctx);
-  expectEqual(now, after, 'GET /api/profile after the write (profile and ETag)');
+  expectEqual(now, after, `GET ${res.request.path} after the write (profile and ETag)`);
   expectStatus(await ctx.get('/api/profile', { 'If-None-Match': before.etag }), 200);
 }
 
@@ -151,13 +170,8 @@ export const profileChecks: Check[] = [
         ['POST', '"conformance-stale"'],
         ['PUT', '"conformance-stale"'],
         ['PATCH', `W/${before.etag}`],
-      ]) {
-        const res = await ctx.send({
-          method,
-          path: '/api/profile',
-          headers: { 'Content-Type': 'application/json', 'If-Match': tag as string },
-          body: JSON.stringify({ name: 'Stale' }),
-        });
+      ] as const) {
+        const res = await sendWrite(ctx, method, tag, JSON.stringify({ name: 'Stale' }), 'application/json');
         expectEnvelope(res, 412, 'PRECONDITION_FAILED');
       }
       expectEqual(await read(ctx), before, 'the profile after a 412');
@@ -201,12 +215,14 @@ export const profileChecks: Check[] = [
       if (original === undefined) skip('nothing was written');
       const now = await read(ctx);
       if (now.etag === original.etag) return;
-      const last = ctx.state.get(LAST);
-      if (now.etag !== last)
+      const written = (ctx.state.get(WRITTEN) as Set<string> | undefined) ?? new Set<string>();
+      // A tag none of this run's writes was answered with: another client's change, not to be undone.
+      if (!written.has(now.etag)) {
         fail(
-          `the profile as this run left it (ETag ${String(last)}), to restore`,
-          `ETag ${now.etag}: another client changed it; not restored`,
+          `the profile as this run's writes left it (ETag ${[...written].join(' or ') || 'of a write answered 2xx'}), to restore`,
+          `ETag ${now.etag}, which no answer to this run's writes carried: changed by another client; not restored`,
         );
+      }
       const res = await ctx.send({
         method: 'PUT',
         path: '/api/profile',

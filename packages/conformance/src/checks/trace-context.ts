@@ -22,7 +22,7 @@ export const traceContextChecks: Check[] = [
     async run(ctx) {
       for (const [what, headers] of Object.entries(SENT)) {
         const hello = await ctx.get('/api/hello/Ada', headers);
-        expectEqual(expectObject(hello, 200), { greeting: 'Hello, Ada!' }, `GET /api/hello/Ada with ${what}`);
+        expectEqual(expectObject(hello, 200), { greeting: 'Hello, Ada!' }, `GET ${hello.request.path} with ${what}`);
         const echo = await ctx.send({
           method: 'POST',
           path: '/api/echo',
@@ -32,10 +32,10 @@ export const traceContextChecks: Check[] = [
         const body = expectKeys(
           expectObject(echo, 200),
           ['received', 'echo', 'timestamp'],
-          `POST /api/echo with ${what}`,
+          `POST ${echo.request.path} with ${what}`,
         );
         if (JSON.stringify(body.received) !== '{"a":1}')
-          fail(`POST /api/echo with ${what}: received {"a":1}`, echo.text);
+          fail(`POST ${echo.request.path} with ${what}: received {"a":1}`, echo.text);
       }
     },
   },

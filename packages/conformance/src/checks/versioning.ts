@@ -83,7 +83,7 @@ async function expectSameUnderEveryForm(ctx: Context, request: Request): Promise
     if (comparable(res) !== expected) {
       const method = request.method ?? 'GET';
       fail(
-        `${method} ${versioned.path} (${form}): what ${method} ${request.path} answers, ${plain.status} ${show(plain.text)}`,
+        `${method} ${res.request.path} (${form}): what ${method} ${plain.request.path} answers, ${plain.status} ${show(plain.text)}`,
         `${res.status} ${show(res.text)}`,
       );
     }
@@ -99,7 +99,8 @@ export const versioningChecks: Check[] = [
     async run(ctx) {
       for (const path of ['/hello/Ada', '/search?keyword=x&page=3', '/currencies?per_page=3', '/currencies/EUR']) {
         const plain = expectObject(await ctx.get(`/api${path}`), 200);
-        expectEqual(expectObject(await ctx.get(`/api/v1${path}`), 200), plain, `GET /api/v1${path}`);
+        const versioned = await ctx.get(`/api/v1${path}`);
+        expectEqual(expectObject(versioned, 200), plain, `GET ${versioned.request.path}`);
       }
       expectEnvelope(await ctx.get('/api/v1/no-such-route'), 404, 'NOT_FOUND');
     },
@@ -149,7 +150,8 @@ export const versioningChecks: Check[] = [
     title: 'answers under /api carry API-Version: 1, errors included',
     async run(ctx) {
       for (const path of ['/api/hello', '/api/v1/hello', '/api/no-such-route', '/api/search']) {
-        expectEqual(header(await ctx.get(path), 'api-version'), '1', `GET ${path}: API-Version`);
+        const res = await ctx.get(path);
+        expectEqual(header(res, 'api-version'), '1', `GET ${res.request.path}: API-Version`);
       }
     },
   },

@@ -1,19 +1,11 @@
 import { expectEnvelope, expectEqual, expectValidation, fail, header, show } from '../assert.js';
-import type { Check, Context } from '../context.js';
-import { acceptOf, BINARY, CLOSE, clientFrame, FrameReader, newKey, TEXT } from '../websocket.js';
+import type { Check } from '../context.js';
+import { acceptOf, BINARY, CLOSE, clientFrame, handshakeHead, newKey, openWebSocket, TEXT } from '../websocket.js';
 
 const CLAUSE = 'contract: Streams and content codings';
 const PATH = '/api/v1/echo/websocket';
 /** How long a frame or the handshake's answer may take. */
 const WAIT_MS = 5000;
-
-/** A handshake's head, `version` as given. */
-function handshake(ctx: Context, key: string, version: string): string {
-  return (
-    `GET ${ctx.http.prefix}${PATH} HTTP/1.1\r\nHost: ${ctx.http.origin.host}\r\nUpgrade: websocket\r\n` +
-    `Connection: Upgrade\r\nSec-WebSocket-Key: ${key}\r\nSec-WebSocket-Version: ${version}\r\n\r\n`
-  );
-}
 
 export const websocketChecks: Check[] = [
   {
@@ -22,13 +14,13 @@ export const websocketChecks: Check[] = [
     clause: CLAUSE,
     title: `GET ${PATH} switches to a WebSocket (101, X-Request-Id) that echoes text and binary messages unchanged`,
     async run(ctx) {
-      const socket = await ctx.http.connect();
+      const key = newKey();
+      const { socket, reader, answer, statusLine } = await openWebSocket(ctx.http, PATH, key, '13', WAIT_MS);
       try {
-        const reader = new FrameReader(socket);
-        const key = newKey();
-        socket.write(handshake(ctx, key, '13'));
-        const { statusLine, headers } = await reader.head(WAIT_MS);
-        if (!/^HTTP\/1\.1 101 /.test(statusLine)) fail(`${PATH}: HTTP/1.1 101`, show(statusLine));
+        const { headers } = answer;
+        if (!/^HTTP\/1\.1 101 /.test(statusLine)) {
+          fail(`GET ${answer.request.path}: HTTP/1.1 101`, show(statusLine || 'no status line'));
+        }
         expectEqual(headers['sec-websocket-accept'], acceptOf(key), 'Sec-WebSocket-Accept');
         if (headers['x-request-id'] === undefined) fail('X-Request-Id on the 101', show(headers));
         for (const [opcode, payload] of [
@@ -59,9 +51,12 @@ export const websocketChecks: Check[] = [
       const plain = await ctx.get(PATH);
       expectEnvelope(plain, 426, 'UPGRADE_REQUIRED');
       if (plain.httpVersion === '1.1' && header(plain, 'upgrade')?.toLowerCase() !== 'websocket') {
-        fail('Upgrade: websocket on the 426', show(header(plain, 'upgrade') ?? null));
+        fail('Upgrade: websocket on the 426', show(header(plain, 'upgrade')));
       }
-      const wrong = await ctx.http.raw(handshake(ctx, newKey(), '8'), `GET ${PATH} (Sec-WebSocket-Version: 8)`);
+      const wrong = await ctx.http.raw(
+        handshakeHead(ctx.http, PATH, newKey(), '8'),
+        `GET ${ctx.http.prefix}${PATH} (Sec-WebSocket-Version: 8)`,
+      );
       expectValidation(wrong, 'Sec-WebSocket-Version', '8');
       expectEqual(header(wrong, 'sec-websocket-version'), '13', 'Sec-WebSocket-Version on the 400');
     },
