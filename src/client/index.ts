@@ -45,8 +45,25 @@ export type ExchangeResult = Omit<Static<typeof ExchangeSchema>, 'amount' | 'rat
 export type Currency = Required<Omit<Static<typeof CurrencySchema>, 'rate'>> & { rate: DecimalString };
 export type CurrencyField = keyof Currency;
 
-/** What the echo answers: the body as the service received it, its numbers `JsonNumber`s with every digit. */
-export type EchoResult = Omit<Static<typeof EchoSchema>, 'received'> & { received: { [key: string]: ExactJson } };
+/** A body the echo takes: any JSON object; `bigint` and `JsonNumber` values are written with every digit. */
+export type EchoBody = { readonly [key: string]: JsonInput | undefined };
+
+/**
+ * What the echo gives back of a value sent: the same, but every number a `JsonNumber` with every
+ * digit, and without the members that were `undefined`, which JSON leaves out.
+ */
+export type Echoed<T> = T extends number | bigint | JsonNumber
+  ? JsonNumber
+  : T extends string | boolean | null
+    ? T
+    : T extends readonly unknown[]
+      ? { -readonly [K in keyof T]: Echoed<T[K]> }
+      : { -readonly [K in keyof T as [T[K]] extends [undefined] ? never : K]: Echoed<Exclude<T[K], undefined>> };
+
+/** What the echo answers: the body as the service received it, typed by what was sent (`Echoed`). */
+export type EchoResult<T extends EchoBody = EchoBody> = Omit<Static<typeof EchoSchema>, 'received'> & {
+  received: Echoed<T>;
+};
 
 type ListQuery = Static<typeof CurrencyListQuery>;
 
@@ -70,6 +87,12 @@ export interface CursorPage<T> {
 export interface VersionedProfile {
   profile: Profile;
   etag: string;
+}
+
+/** `profile.get`: never `null` without `ifNoneMatch`, which alone can make the answer a 304. */
+export interface ProfileRead {
+  (callOptions?: CallOptions & { ifNoneMatch?: undefined }): Promise<VersionedProfile>;
+  (callOptions: CallOptions & { ifNoneMatch?: string | undefined }): Promise<VersionedProfile | null>;
 }
 
 export interface RetryOptions {
@@ -370,13 +393,22 @@ export function createClient(options: ClientOptions) {
     return { status: response.status, headers: response.headers, text };
   }
 
+  async function getProfile(
+    callOptions: CallOptions & { ifNoneMatch?: string | undefined } = {},
+  ): Promise<VersionedProfile | null> {
+    const { status, headers, text } = await call({ method: 'GET', path: '/api/profile', ...callOptions });
+    if (status === 304) {
+      if (callOptions.ifNoneMatch !== undefined) return null;
+      // Typed as never null without `ifNoneMatch`: a 304 asked for by a header of `headers` breaks that.
+      const message = 'HTTP 304 to a read without `ifNoneMatch`: give the version there, not as a header.';
+      throw new ApiError(304, 'UNEXPECTED_RESPONSE', message, [], headers.get('x-request-id'), headers);
+    }
+    return { profile: JSON.parse(text) as Profile, etag: headers.get('etag') ?? '' };
+  }
+
   const profile = {
     /** The profile and its ETag. With `ifNoneMatch` naming the current tag: `null`, the caller's copy is current. */
-    async get(callOptions: CallOptions & { ifNoneMatch?: string } = {}): Promise<VersionedProfile | null> {
-      const { status, headers, text } = await call({ method: 'GET', path: '/api/profile', ...callOptions });
-      if (status === 304) return null;
-      return { profile: JSON.parse(text) as Profile, etag: headers.get('etag') ?? '' };
-    },
+    get: getProfile as ProfileRead,
     /** POST: the fields given change, `null` included; the others stay. */
     update: (changes: ProfileChanges, writeOptions: WriteOptions = {}) => write('POST', changes, writeOptions),
     /** PATCH as a JSON merge patch: the same as `update`. */
@@ -477,13 +509,10 @@ export function createClient(options: ClientOptions) {
       return JSON.parse((await call({ method: 'GET', path: '/api/search', query: params, ...callOptions })).text);
     },
     /** Posts any JSON object; `bigint` and `JsonNumber` values are sent with every digit. */
-    async echo(
-      body: { readonly [key: string]: JsonInput | undefined },
-      callOptions: CallOptions = {},
-    ): Promise<EchoResult> {
+    async echo<T extends EchoBody>(body: T, callOptions: CallOptions = {}): Promise<EchoResult<T>> {
       const { text } = await call({ method: 'POST', path: '/api/echo', body, ...callOptions });
       const answer = parseExactJson(text) as Record<string, ExactJson>;
-      return { received: answer.received as EchoResult['received'], echo: true, timestamp: answer.timestamp as string };
+      return { received: answer.received as Echoed<T>, echo: true, timestamp: answer.timestamp as string };
     },
     profile,
     /** Converts `amount` (a decimal string, or a number, bigint or JsonNumber written exactly) from one currency to another. */
