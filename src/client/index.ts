@@ -327,6 +327,25 @@ function plainDecimal(text: string): string {
   return `${sign}${integer}${rest === '' ? '' : `.${rest}`}`;
 }
 
+/**
+ * An argument of `method` as one path segment, percent-encoded. What would change the path's
+ * meaning is refused before anything is sent: not a string; empty (`/api/hello/` is no greeting);
+ * `.` and `..`, which WHATWG URLs, and so every `fetch`, drop or follow, percent-encoded or not;
+ * a lone surrogate, which no UTF-8 holds.
+ */
+function pathSegment(method: string, value: string): string {
+  if (typeof value !== 'string') throw new TypeError(`${method}: ${typeof value} given where a string goes`);
+  const refused = (why: string, cause?: unknown) =>
+    new RangeError(`${method}(${JSON.stringify(value)}): ${why}`, { cause });
+  if (value === '') throw refused('an empty path segment would name another resource');
+  if (value === '.' || value === '..') throw refused('a dot-segment cannot be sent as a URL path segment');
+  try {
+    return encodeURIComponent(value);
+  } catch (error) {
+    throw refused('a lone surrogate has no UTF-8 to send', error);
+  }
+}
+
 function ensureSlash(url: URL): URL {
   return url.pathname.endsWith('/') ? url : new URL(`${url.pathname}/`, url);
 }
@@ -484,7 +503,7 @@ export function createClient(options: ClientOptions) {
     ): Promise<Pick<Currency, F>> {
       const { text } = await call({
         method: 'GET',
-        path: `/api/currencies/${encodeURIComponent(code)}`,
+        path: `/api/currencies/${pathSegment('currencies.get', code)}`,
         query: { fields: query.fields?.join(',') },
         ...callOptions,
       });
@@ -497,11 +516,7 @@ export function createClient(options: ClientOptions) {
       return JSON.parse((await call({ method: 'GET', path: '/api/hello', ...callOptions })).text);
     },
     async greeting(name: string, callOptions: CallOptions = {}): Promise<Greeting> {
-      // WHATWG URLs drop the segments '.' and '..', percent-encoded or not: no fetch can send them.
-      if (name === '.' || name === '..') {
-        throw new RangeError(`greeting(${JSON.stringify(name)}): a dot-segment cannot be sent as a URL path segment`);
-      }
-      const path = `/api/hello/${encodeURIComponent(name)}`;
+      const path = `/api/hello/${pathSegment('greeting', name)}`;
       return JSON.parse((await call({ method: 'GET', path, ...callOptions })).text);
     },
     async search(query: SearchQuery, callOptions: CallOptions = {}): Promise<SearchResult> {

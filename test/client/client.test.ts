@@ -179,7 +179,7 @@ describe('the client and what the platform does to URLs and numbers', () => {
     assert.deepEqual(sent, ['1000000000000000000000', '0.123456', '-5', '0.001250', '5']);
   });
 
-  it("refuses the names '.' and '..', which no fetch can send as a path segment, before sending anything", async () => {
+  it('refuses a path argument that would change the path, in every method that takes one, before sending anything', async () => {
     let calls = 0;
     const counting = createClient({
       baseUrl: origin,
@@ -188,13 +188,33 @@ describe('the client and what the platform does to URLs and numbers', () => {
         return fetch(input, init);
       },
     });
-    for (const name of ['.', '..']) {
-      const error = await rejection(counting.greeting(name), RangeError);
-      assert.match(error.message, /dot-segment/);
+    const methods = [
+      ['greeting', (value: string) => counting.greeting(value)],
+      ['currencies.get', (value: string) => counting.currencies.get(value)],
+    ] as const;
+    const refusals = [
+      ['', 'an empty path segment would name another resource'],
+      ['.', 'a dot-segment cannot be sent as a URL path segment'],
+      ['..', 'a dot-segment cannot be sent as a URL path segment'],
+      ['a\uD800', 'a lone surrogate has no UTF-8 to send'],
+    ] as const;
+    for (const [name, method] of methods) {
+      for (const [value, why] of refusals) {
+        const error = await rejection(method(value), RangeError);
+        assert.equal(error.message, `${name}(${JSON.stringify(value)}): ${why}`);
+      }
+      const notText = await rejection(method(undefined as unknown as string), TypeError);
+      assert.equal(notText.message, `${name}: undefined given where a string goes`);
     }
     assert.equal(calls, 0);
     assert.deepEqual(await counting.greeting('...'), { greeting: 'Hello, ...!' });
     assert.deepEqual(await counting.greeting('.a'), { greeting: 'Hello, .a!' });
+    assert.deepEqual(await counting.greeting('%2e%2E'), { greeting: 'Hello, %2e%2E!' });
+    const asSent = await rejection(counting.currencies.get('%2e%2e'), ApiError);
+    assert.deepEqual(
+      asSent.details.map(({ field, value }) => ({ field, value })),
+      [{ field: 'code', value: '%2e%2e' }],
+    );
   });
 });
 
