@@ -386,6 +386,22 @@ describe('timeouts', () => {
     assert.equal(mine.signal.aborted, false, "the caller's signal is left as it was");
   });
 
+  it('composes so where the platform has no AbortSignal.any (Safari before 17.4)', { timeout: 10_000 }, async () => {
+    const any = Object.getOwnPropertyDescriptor(AbortSignal, 'any');
+    Reflect.deleteProperty(AbortSignal, 'any');
+    try {
+      const client = createClient({ baseUrl: `${origin}/silent`, timeout: 5000 });
+      const aborted = await rejection(client.hello({ signal: AbortSignal.abort() }), NetworkError);
+      assert.equal(aborted.name, 'NetworkError');
+      const mine = new AbortController();
+      setTimeout(() => mine.abort(), 100);
+      assert.equal((await rejection(client.hello({ signal: mine.signal }), NetworkError)).name, 'NetworkError');
+      await rejection(client.hello({ signal: new AbortController().signal, timeout: 100 }), TimeoutError);
+    } finally {
+      if (any !== undefined) Object.defineProperty(AbortSignal, 'any', any);
+    }
+  });
+
   it('gives each attempt its own time, and tries no more after a timeout', { timeout: 10_000 }, async () => {
     // Two attempts of 300 ms each, 600 in all: each within 500 ms, the call not.
     const client = createClient({ baseUrl: `${origin}/busy-then/300`, timeout: 500 });
