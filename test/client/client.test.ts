@@ -15,6 +15,7 @@ import {
   JsonNumber,
   NetworkError,
   PreconditionFailedError,
+  TimeoutError,
 } from '../../packages/client/src/index.js';
 import { buildApp } from '../../src/app.js';
 import type { Config } from '../../src/config/index.js';
@@ -179,7 +180,7 @@ describe('the client and what the platform does to URLs and numbers', () => {
     assert.deepEqual(sent, ['1000000000000000000000', '0.123456', '-5', '0.001250', '5']);
   });
 
-  it("refuses the names '.' and '..', which no fetch can send as a path segment, before sending anything", async () => {
+  it('refuses a path argument that would change the path, in every method that takes one, before sending anything', async () => {
     let calls = 0;
     const counting = createClient({
       baseUrl: origin,
@@ -188,13 +189,87 @@ describe('the client and what the platform does to URLs and numbers', () => {
         return fetch(input, init);
       },
     });
-    for (const name of ['.', '..']) {
-      const error = await rejection(counting.greeting(name), RangeError);
-      assert.match(error.message, /dot-segment/);
+    const methods = [
+      ['greeting', (value: string) => counting.greeting(value)],
+      ['currencies.get', (value: string) => counting.currencies.get(value)],
+    ] as const;
+    const refusals = [
+      ['', 'an empty path segment would name another resource'],
+      ['.', 'a dot-segment cannot be sent as a URL path segment'],
+      ['..', 'a dot-segment cannot be sent as a URL path segment'],
+      ['a\uD800', 'a lone surrogate has no UTF-8 to send'],
+    ] as const;
+    for (const [name, method] of methods) {
+      for (const [value, why] of refusals) {
+        const error = await rejection(method(value), RangeError);
+        assert.equal(error.message, `${name}(${JSON.stringify(value)}): ${why}`);
+      }
+      const notText = await rejection(method(undefined as unknown as string), TypeError);
+      assert.equal(notText.message, `${name}: undefined given where a string goes`);
     }
     assert.equal(calls, 0);
     assert.deepEqual(await counting.greeting('...'), { greeting: 'Hello, ...!' });
     assert.deepEqual(await counting.greeting('.a'), { greeting: 'Hello, .a!' });
+    assert.deepEqual(await counting.greeting('%2e%2E'), { greeting: 'Hello, %2e%2E!' });
+    const asSent = await rejection(counting.currencies.get('%2e%2e'), ApiError);
+    assert.deepEqual(
+      asSent.details.map(({ field, value }) => ({ field, value })),
+      [{ field: 'code', value: '%2e%2e' }],
+    );
+  });
+});
+
+/** A loopback port with nothing listening on it: connections to it are refused. */
+async function closedPort(): Promise<number> {
+  const server = createServer().listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  const { port } = server.address() as { port: number };
+  server.close();
+  await once(server, 'close');
+  return port;
+}
+
+describe('the client when no answer comes', () => {
+  it('names the request and the system error of a refused connection, the platform error as the cause', async () => {
+    const port = await closedPort();
+    const error = await rejection(createClient({ baseUrl: `http://127.0.0.1:${port}` }).hello(), NetworkError);
+    assert.equal(
+      error.message,
+      `GET http://127.0.0.1:${port}/api/hello got no answer: connect ECONNREFUSED 127.0.0.1:${port}`,
+    );
+    assert.equal(error.code, 'ECONNREFUSED');
+    assert.equal((error.cause as Error).message, 'fetch failed');
+  });
+
+  it('names the host a name that resolves nowhere (.invalid) and the resolver error', async () => {
+    const client = createClient({ baseUrl: 'http://nowhere.invalid/svc' });
+    const error = await rejection(client.greeting('Ada'), NetworkError);
+    // ENOTFOUND where a resolver answers; EAI_AGAIN on a host with none configured.
+    assert.match(
+      error.message,
+      /^GET http:\/\/nowhere\.invalid\/svc\/api\/hello\/Ada got no answer: getaddrinfo (ENOTFOUND|EAI_AGAIN) nowhere\.invalid$/,
+    );
+    assert.match(error.code ?? '', /^(ENOTFOUND|EAI_AGAIN)$/);
+  });
+
+  it("lists each address's error of an AggregateError (every address of a name refused), as undici throws it", async () => {
+    const refused = (address: string) =>
+      Object.assign(new Error(`connect ECONNREFUSED ${address}`), { code: 'ECONNREFUSED' });
+    const aggregate = Object.assign(new AggregateError([refused('::1:8080'), refused('127.0.0.1:8080')], ''), {
+      code: 'ECONNREFUSED',
+    });
+    const client = createClient({
+      baseUrl: 'http://localhost:8080',
+      fetch: async () => {
+        throw new TypeError('fetch failed', { cause: aggregate });
+      },
+    });
+    const error = await rejection(client.hello(), NetworkError);
+    assert.equal(
+      error.message,
+      'GET http://localhost:8080/api/hello got no answer: connect ECONNREFUSED ::1:8080; connect ECONNREFUSED 127.0.0.1:8080',
+    );
+    assert.equal(error.code, 'ECONNREFUSED');
   });
 });
 
@@ -219,15 +294,169 @@ describe('the client when the answer is cut short', () => {
 
   it('makes a reset while the body is read a NetworkError, with the cause', async () => {
     const error = await rejection(createClient({ baseUrl: origin }).greeting('reset'), NetworkError);
-    assert.match(error.message, /^GET \/api\/hello\/reset answer cut short: /);
+    assert.equal(error.message, `GET ${origin}/api/hello/reset answer cut short: other side closed (UND_ERR_SOCKET)`);
+    assert.equal(error.code, 'UND_ERR_SOCKET');
     assert.ok(error.cause instanceof Error);
   });
 
   it("makes a timeout while the body is read a NetworkError, with the signal's reason as the cause", async () => {
     const signal = AbortSignal.timeout(1000);
     const error = await rejection(createClient({ baseUrl: origin }).greeting('stall', { signal }), NetworkError);
-    assert.match(error.message, /^GET \/api\/hello\/stall answer cut short: /);
+    assert.equal(error.name, 'NetworkError', "the caller's own timeout is no TimeoutError of the client");
+    assert.equal(
+      error.message,
+      `GET ${origin}/api/hello/stall answer cut short: The operation was aborted due to timeout`,
+    );
     assert.equal((error.cause as Error).name, 'TimeoutError');
+  });
+});
+
+describe('timeouts', () => {
+  let server: Server;
+  let origin: string;
+  /** The requests the server took, by path. */
+  const requests: string[] = [];
+  before(async () => {
+    // /slow-head/<ms>: the head after ms; /stall: headers and the start of a body, then silence;
+    // /busy-then/<ms>: 503 after ms with Retry-After: 0, then 200 after ms; /silent: nothing.
+    let busy = true;
+    server = createServer((req, res) => {
+      const path = req.url ?? '';
+      requests.push(path);
+      const ms = Number(path.split('/')[2]);
+      const answer = (status: number) =>
+        res
+          .writeHead(status, { 'content-type': 'application/json', 'retry-after': '0' })
+          .end(status === 200 ? '{"message":"Hello, World!","timestamp":"x"}' : '{}');
+      if (path.startsWith('/slow-head/')) setTimeout(() => answer(200), ms);
+      if (path.startsWith('/busy-then/')) {
+        setTimeout(() => answer(busy ? 503 : 200), ms);
+        busy = !busy;
+      }
+      if (path === '/stall/api/hello') res.writeHead(200, { 'content-length': '100' }).write('{"message":');
+    });
+    server.listen(0, '127.0.0.1');
+    await once(server, 'listening');
+    origin = `http://127.0.0.1:${(server.address() as { port: number }).port}`;
+  });
+  after(() => {
+    server.closeAllConnections();
+    server.close();
+  });
+
+  it('fails an attempt whose head is late with a TimeoutError naming the method and URL, a NetworkError', {
+    timeout: 10_000,
+  }, async () => {
+    const client = createClient({ baseUrl: `${origin}/silent`, timeout: 200 });
+    const started = Date.now();
+    const error = await rejection(client.hello(), TimeoutError);
+    const took = Date.now() - started;
+    assert.ok(took >= 190 && took < 3000, `${took} ms`);
+    assert.ok(error instanceof NetworkError);
+    assert.equal(error.name, 'TimeoutError');
+    assert.equal(error.message, `GET ${origin}/silent/api/hello timed out after 200 ms`);
+  });
+
+  it('times the body too: an answer that stalls after its head is a TimeoutError', { timeout: 10_000 }, async () => {
+    const error = await rejection(createClient({ baseUrl: `${origin}/stall`, timeout: 300 }).hello(), TimeoutError);
+    assert.equal(error.message, `GET ${origin}/stall/api/hello timed out after 300 ms`);
+  });
+
+  it("takes the call's timeout over the client's, false for none", { timeout: 10_000 }, async () => {
+    const patient = createClient({ baseUrl: `${origin}/slow-head/400`, timeout: false });
+    await rejection(patient.hello({ timeout: 100 }), TimeoutError);
+    const hasty = createClient({ baseUrl: `${origin}/slow-head/400`, timeout: 100 });
+    assert.equal((await hasty.hello({ timeout: false })).message, 'Hello, World!');
+    assert.equal((await hasty.hello({ timeout: 2000 })).message, 'Hello, World!');
+  });
+
+  it("composes with the caller's signal: whichever comes first ends the call, each as its own error", {
+    timeout: 10_000,
+  }, async () => {
+    const client = createClient({ baseUrl: `${origin}/silent`, timeout: 5000 });
+    const controller = new AbortController();
+    setTimeout(() => controller.abort(), 100);
+    const started = Date.now();
+    const aborted = await rejection(client.hello({ signal: controller.signal }), NetworkError);
+    assert.ok(Date.now() - started < 3000);
+    assert.equal(aborted.name, 'NetworkError');
+    assert.equal(aborted.message, `GET ${origin}/silent/api/hello got no answer: This operation was aborted`);
+    const mine = new AbortController();
+    await rejection(client.hello({ signal: mine.signal, timeout: 100 }), TimeoutError);
+    assert.equal(mine.signal.aborted, false, "the caller's signal is left as it was");
+  });
+
+  it('composes so where the platform has no AbortSignal.any (Safari before 17.4)', { timeout: 10_000 }, async () => {
+    const any = Object.getOwnPropertyDescriptor(AbortSignal, 'any');
+    Reflect.deleteProperty(AbortSignal, 'any');
+    try {
+      const client = createClient({ baseUrl: `${origin}/silent`, timeout: 5000 });
+      const aborted = await rejection(client.hello({ signal: AbortSignal.abort() }), NetworkError);
+      assert.equal(aborted.name, 'NetworkError');
+      const mine = new AbortController();
+      setTimeout(() => mine.abort(), 100);
+      assert.equal((await rejection(client.hello({ signal: mine.signal }), NetworkError)).name, 'NetworkError');
+      await rejection(client.hello({ signal: new AbortController().signal, timeout: 100 }), TimeoutError);
+    } finally {
+      if (any !== undefined) Object.defineProperty(AbortSignal, 'any', any);
+    }
+  });
+
+  it('gives each attempt its own time, and tries no more after a timeout', { timeout: 10_000 }, async () => {
+    // Two attempts of 300 ms each, 600 in all: each within 500 ms, the call not.
+    const client = createClient({ baseUrl: `${origin}/busy-then/300`, timeout: 500 });
+    assert.equal((await client.hello()).message, 'Hello, World!');
+    requests.length = 0;
+    await rejection(createClient({ baseUrl: `${origin}/silent`, timeout: 100 }).greeting('Ada'), TimeoutError);
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    assert.deepEqual(requests, ['/silent/api/hello/Ada']);
+  });
+
+  it('refuses a timeout that is no number of milliseconds from 1 to 2^31 - 1, or false', {
+    timeout: 10_000,
+  }, async () => {
+    for (const timeout of [0, -1, Number.NaN, 2 ** 31, true as unknown as number]) {
+      const message = `timeout: ${String(timeout)} is not false nor a number of milliseconds from 1 to 2147483647`;
+      assert.throws(() => createClient({ baseUrl: origin, timeout }), { name: 'RangeError', message });
+      const error = await rejection(createClient({ baseUrl: origin }).hello({ timeout }), RangeError);
+      assert.equal(error.message, message);
+    }
+    assert.deepEqual(
+      requests.filter((path) => !path.includes('silent')),
+      [],
+    );
+  });
+});
+
+describe('the default timeout', () => {
+  it("is 10 s, as ky's", { timeout: 10_000 }, async (t) => {
+    let sent!: () => void;
+    const fetched = new Promise<void>((resolve) => {
+      sent = resolve;
+    });
+    // A fetch that answers only its signal, as the platform's does when nothing comes.
+    const never: typeof fetch = (_input, init) =>
+      new Promise((_resolve, reject) => {
+        init?.signal?.addEventListener('abort', () => reject(init.signal?.reason));
+        sent();
+      });
+    t.mock.timers.enable({ apis: ['setTimeout'] });
+    const call = createClient({ baseUrl: 'http://127.0.0.1:8080', fetch: never }).hello();
+    let settled = false;
+    call
+      .catch(() => {})
+      .finally(() => {
+        settled = true;
+      });
+    await fetched;
+    t.mock.timers.tick(9_999);
+    await new Promise((resolve) => setImmediate(resolve));
+    assert.equal(settled, false);
+    t.mock.timers.tick(1);
+    await new Promise((resolve) => setImmediate(resolve));
+    assert.equal(settled, true, 'the call ended at 10 s');
+    const error = await rejection(call, TimeoutError);
+    assert.equal(error.message, 'GET http://127.0.0.1:8080/api/hello timed out after 10000 ms');
   });
 });
 
@@ -290,6 +519,14 @@ describe('the profile through the client, in memory', () => {
     assert.deepEqual(patched.profile, { ...updated.profile, bio: 'Wrote the first program.' });
     const replaced = await client.profile.replace({ email: 'ada@example.com' });
     assert.deepEqual(replaced.profile, { name: null, email: 'ada@example.com', bio: null });
+  });
+
+  it('types a read without ifNoneMatch as never null, and throws the 304 a header of its own asked for', async () => {
+    const { etag } = await client.profile.get();
+    const error = await rejection(client.profile.get({ headers: { 'if-none-match': etag } }), ApiError);
+    assert.equal(error.status, 304);
+    assert.equal(error.code, 'UNEXPECTED_RESPONSE');
+    assert.equal(error.message, 'HTTP 304 to a read without `ifNoneMatch`: give the version there, not as a header.');
   });
 
   it('gives the loser of a race a PreconditionFailedError, and changes nothing for it', async () => {
@@ -480,7 +717,21 @@ describe('the client and the OpenAPI document', () => {
       currency.rate;
       // @ts-expect-error: the profile has no such field
       await client.profile.update({ nickname: 'Ada' });
-      return [text, number];
+      const { etag } = await client.profile.get({ requestId: 'r' });
+      const conditional = await client.profile.get({ ifNoneMatch: etag });
+      // @ts-expect-error: null when the version named is current
+      conditional.etag;
+      const { received } = await client.echo({ big: 2n ** 64n, list: [1, 'two'], nested: { n: 1.5, gone: undefined } });
+      const exact: string = received.big.text;
+      const item: JsonNumber | string | undefined = received.list[0];
+      const nested: JsonNumber = received.nested.n;
+      // @ts-expect-error: a member sent as undefined is left out, and not echoed
+      received.nested.gone;
+      const { received: some } = await client.echo({ maybe: Math.random() > 0.5 ? 1 : undefined } as {
+        maybe?: number;
+      });
+      const maybe: JsonNumber | undefined = some.maybe;
+      return [text, number, exact, item, nested, maybe];
     };
     assert.equal(typeof typed, 'function', 'checked by the type checker (npm run typecheck), not run');
   });

@@ -73,6 +73,39 @@ describe('the client: events, against the service in memory', () => {
   });
 });
 
+describe('the client: events and the timeout', () => {
+  let server: ListeningApp;
+  let silent: Server;
+  before(async () => {
+    server = await listening({ logLevel: 'silent' });
+    silent = createServer(() => {}).listen(0, '127.0.0.1');
+    await once(silent, 'listening');
+  });
+  after(async () => {
+    silent.closeAllConnections();
+    silent.close();
+    await server.app.close();
+  });
+
+  it('does not cut a stream whose events come further apart than the timeout, once its head has come', async () => {
+    const api = createClient({ baseUrl: server.origin, timeout: 150 });
+    const events = await collect(api.events({ count: 3, interval_ms: 400 }, { reconnect: false }));
+    assert.deepEqual(
+      events.map((event) => event.id),
+      [1, 2, 3],
+    );
+  });
+
+  it("times the wait for the stream's head", { timeout: 10_000 }, async () => {
+    const origin = `http://127.0.0.1:${(silent.address() as { port: number }).port}`;
+    const api = createClient({ baseUrl: origin });
+    await assert.rejects(collect(api.events({ count: 3 }, { timeout: 150 })), {
+      name: 'TimeoutError',
+      message: `GET ${origin}/api/events timed out after 150 ms`,
+    });
+  });
+});
+
 describe('the client: events from a stream that ends early', () => {
   let server: Server;
   let origin: string;

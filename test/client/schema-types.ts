@@ -51,6 +51,7 @@ export type ClientTypesFollowTheSchemas = [
   Holds<Same<keyof ExchangeResult, keyof Static<typeof Exchange>>>,
   Holds<Same<Omit<Currency, 'rate'>, Required<Omit<Static<typeof CurrencyItem>, 'rate'>>>>,
   Holds<Same<keyof Currency, keyof Static<typeof CurrencyItem>>>,
-  Holds<Same<Omit<EchoResult, 'received'>, Omit<Static<typeof Echo>, 'received'>>>,
+  Holds<Same<Pick<EchoResult, 'echo' | 'timestamp'>, Omit<Static<typeof Echo>, 'received'>>>,
+  Holds<Same<keyof EchoResult, keyof Static<typeof Echo>>>,
   Holds<Same<keyof CurrencyQuery, keyof Static<typeof CurrencyListQuery>>>,
 ];

@@ -2,8 +2,8 @@ import { serverSentEvents } from './event-stream.js';
 import { type ExactJson, type JsonInput, JsonNumber, parseExactJson, stringifyExactJson } from './exact-json.js';
 
 /**
- * A typed client of the Greeting and Echo Service: one method per operation, the service's own
- * schemas as its types, exact decimals, typed errors and safe retries. An ES module that needs
+ * A typed client of the Greeting and Echo Service: one method per operation, typed as the service's
+ * schemas say, exact decimals, typed errors and safe retries. An ES module that needs
  * nothing but the platform's `fetch`: Node 20 and later, and browsers.
  */
 
@@ -78,9 +78,24 @@ export interface Currency {
 }
 export type CurrencyField = keyof Currency;
 
-/** What the echo answers: the body as the service received it, its numbers `JsonNumber`s with every digit. */
-export interface EchoResult {
-  received: { [key: string]: ExactJson };
+/** A body the echo takes: any JSON object; `bigint` and `JsonNumber` values are written with every digit. */
+export type EchoBody = { readonly [key: string]: JsonInput | undefined };
+
+/**
+ * What the echo gives back of a value sent: the same, but every number a `JsonNumber` with every
+ * digit, and without the members that were `undefined`, which JSON leaves out.
+ */
+export type Echoed<T> = T extends number | bigint | JsonNumber
+  ? JsonNumber
+  : T extends string | boolean | null
+    ? T
+    : T extends readonly unknown[]
+      ? { -readonly [K in keyof T]: Echoed<T[K]> }
+      : { -readonly [K in keyof T as [T[K]] extends [undefined] ? never : K]: Echoed<Exclude<T[K], undefined>> };
+
+/** What the echo answers: the body as the service received it, typed by what was sent (`Echoed`). */
+export interface EchoResult<T extends EchoBody = EchoBody> {
+  received: Echoed<T>;
   echo: true;
   timestamp: LocalDateTime;
 }
@@ -119,6 +134,12 @@ export interface VersionedProfile {
   etag: string;
 }
 
+/** `profile.get`: never `null` without `ifNoneMatch`, which alone can make the answer a 304. */
+export interface ProfileRead {
+  (callOptions?: CallOptions & { ifNoneMatch?: undefined }): Promise<VersionedProfile>;
+  (callOptions: CallOptions & { ifNoneMatch?: string | undefined }): Promise<VersionedProfile | null>;
+}
+
 export interface RetryOptions {
   /** Tries in all, the first included; 1 turns retries off. Default 3. */
   attempts?: number;
@@ -143,6 +164,11 @@ export interface ClientOptions {
   headers?: Readonly<Record<string, string>>;
   /** Retries of 429 and 503 answers; `false` for none. */
   retry?: RetryOptions | false;
+  /**
+   * Milliseconds each attempt may take to get its answer (see `CallOptions.timeout`); `false` for
+   * no limit. Default 10 000, as ky's.
+   */
+  timeout?: number | false;
   /**
    * Request bodies of at least this many bytes are sent in gzip (`Content-Encoding: gzip`), made by
    * the platform's `CompressionStream`; the service decodes them under its body limit. Unset: every
@@ -174,6 +200,12 @@ export interface CallOptions {
   traceparent?: string;
   tracestate?: string;
   signal?: AbortSignal;
+  /**
+   * Milliseconds each attempt (each retry has its own) may take to get its answer, its body
+   * included, before it fails with a `TimeoutError` and is not tried again; `false` for no limit.
+   * For `events`, only the wait for the stream's head counts. Default: the client's `timeout`.
+   */
+  timeout?: number | false;
   headers?: Readonly<Record<string, string>>;
 }
 
@@ -235,9 +267,47 @@ export class PreconditionFailedError extends ApiError {
   override name = 'PreconditionFailedError';
 }
 
-/** No answer came: the service could not be reached, the connection failed, or the call was aborted. */
+/**
+ * No answer came: the service could not be reached, the connection failed, or the call was aborted.
+ * The message names the request and the system's error (`connect ECONNREFUSED 127.0.0.1:8080`), the
+ * platform's own error is the `cause`.
+ */
 export class NetworkError extends Error {
   override name = 'NetworkError';
+  /** The system's error code found in the cause (`ECONNREFUSED`, `ENOTFOUND`, `UND_ERR_SOCKET`), or null. */
+  readonly code: string | null;
+
+  constructor(message: string, options: { cause?: unknown } = {}) {
+    super(message, options);
+    this.code = failureOf(options.cause).code;
+  }
+}
+
+/** An attempt took longer than the `timeout` of the call or the client, and was aborted. */
+export class TimeoutError extends NetworkError {
+  override name = 'TimeoutError';
+}
+
+/** An error with a system's code: Node's `code`, which DOMException's (a number) is not. */
+function hasCode(error: Error): error is Error & { code: string } {
+  return typeof (error as { code?: unknown }).code === 'string';
+}
+
+/**
+ * What the platform says of a failure, where it says it: undici's `fetch failed` holds the system's
+ * error as its `cause` (`connect ECONNREFUSED 127.0.0.1:8080`, code `ECONNREFUSED`), and, when every
+ * address of a name was tried, an AggregateError of one per address. Browsers say no more than their
+ * own message.
+ */
+function failureOf(error: unknown): { code: string | null; text: string } {
+  let deepest = error;
+  while (deepest instanceof Error && deepest.cause instanceof Error && !hasCode(deepest)) deepest = deepest.cause;
+  if (!(deepest instanceof Error)) return { code: null, text: String(deepest) };
+  const code = hasCode(deepest) ? deepest.code : null;
+  const parts = deepest instanceof AggregateError && deepest.message === '' ? deepest.errors : [deepest];
+  const text = parts.map((part) => (part instanceof Error ? part.message : String(part))).join('; ');
+  if (code === null) return { code, text };
+  return { code, text: text.includes(code) ? text : `${text} (${code})` };
 }
 
 /** The W3C Trace Context headers: all the client takes from an OpenTelemetry propagator (not baggage, say). */
@@ -282,6 +352,8 @@ const IDEMPOTENT = new Set(['GET', 'HEAD', 'PUT', 'DELETE', 'OPTIONS']);
 const RETRIED_STATUSES = new Set([429, 503]);
 const DEFAULT_RETRY: Required<RetryOptions> = { attempts: 3, maxDelayMs: 10_000, unsafeMethods: false };
 const DEFAULT_RECONNECT = { attempts: 3, delayMs: 1000 };
+/** Each attempt's time to get its answer, as ky's. */
+const DEFAULT_TIMEOUT_MS = 10_000;
 /** The service's own default `count`, sent with every stream so that the client knows its last event. */
 const DEFAULT_EVENT_COUNT = 10;
 /** The fields of a currency and of an exchange whose numbers are exact decimals. */
@@ -321,6 +393,57 @@ function sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
   });
 }
 
+/** The longest wait `setTimeout` keeps (2^31 - 1 ms); a longer one would fire at once. */
+const MAX_TIMEOUT_MS = 2_147_483_647;
+
+/** A `timeout` as given, once it is known to be one: `false`, or milliseconds from 1 to 2^31 - 1. */
+function checkedTimeout(value: number | false): number | false {
+  if (value === false || (typeof value === 'number' && value >= 1 && value <= MAX_TIMEOUT_MS)) return value;
+  throw new RangeError(
+    `timeout: ${String(value)} is not false nor a number of milliseconds from 1 to ${MAX_TIMEOUT_MS}`,
+  );
+}
+
+/** One try of a request: the signal it is sent with, its clock, and the errors it makes. */
+interface Attempt {
+  /** The caller's signal and the clock's: either aborts the attempt. */
+  readonly signal: AbortSignal | undefined;
+  /** Stops the clock: what the attempt does after it is not timed. */
+  stop(): void;
+  /** The error a failure of the attempt makes: a TimeoutError once its time ran out, else a NetworkError. */
+  failure(what: string, error: unknown): NetworkError;
+}
+
+/** Starts an attempt of the request `where` (`GET http://host/api/hello`) with `ms` to get its answer. */
+function startAttempt(where: string, ms: number | false, caller: AbortSignal | undefined): Attempt {
+  const failure = (what: string, error: unknown) =>
+    new NetworkError(`${where} ${what}: ${failureOf(error).text}`, { cause: error });
+  const limit = checkedTimeout(ms);
+  if (limit === false) return { signal: caller, stop: () => {}, failure };
+  const clock = new AbortController();
+  let expired = false;
+  const timer = setTimeout(() => {
+    expired = true;
+    clock.abort();
+  }, limit);
+  return {
+    signal: caller === undefined ? clock.signal : bothSignals(caller, clock),
+    stop: () => clearTimeout(timer),
+    failure: (what, error) =>
+      expired && !caller?.aborted
+        ? new TimeoutError(`${where} timed out after ${limit} ms`, { cause: error })
+        : failure(what, error),
+  };
+}
+
+/** A signal that aborts with either: `AbortSignal.any` (Node.js 20.3, current browsers), else `caller` forwarded to `own`. */
+function bothSignals(caller: AbortSignal, own: AbortController): AbortSignal {
+  if (typeof AbortSignal.any === 'function') return AbortSignal.any([caller, own.signal]);
+  if (caller.aborted) own.abort(caller.reason);
+  else caller.addEventListener('abort', () => own.abort(caller.reason), { once: true });
+  return own.signal;
+}
+
 /** The decimals of an answer's object as their exact text, every other number as a `number`. */
 function withDecimals<T>(value: ExactJson, decimals: readonly string[]): T {
   const object = value as Record<string, ExactJson>;
@@ -351,6 +474,25 @@ function plainDecimal(text: string): string {
   return `${sign}${integer}${rest === '' ? '' : `.${rest}`}`;
 }
 
+/**
+ * An argument of `method` as one path segment, percent-encoded. What would change the path's
+ * meaning is refused before anything is sent: not a string; empty (`/api/hello/` is no greeting);
+ * `.` and `..`, which WHATWG URLs, and so every `fetch`, drop or follow, percent-encoded or not;
+ * a lone surrogate, which no UTF-8 holds.
+ */
+function pathSegment(method: string, value: string): string {
+  if (typeof value !== 'string') throw new TypeError(`${method}: ${typeof value} given where a string goes`);
+  const refused = (why: string, cause?: unknown) =>
+    new RangeError(`${method}(${JSON.stringify(value)}): ${why}`, { cause });
+  if (value === '') throw refused('an empty path segment would name another resource');
+  if (value === '.' || value === '..') throw refused('a dot-segment cannot be sent as a URL path segment');
+  try {
+    return encodeURIComponent(value);
+  } catch (error) {
+    throw refused('a lone surrogate has no UTF-8 to send', error);
+  }
+}
+
 function ensureSlash(url: URL): URL {
   return url.pathname.endsWith('/') ? url : new URL(`${url.pathname}/`, url);
 }
@@ -361,9 +503,13 @@ export function createClient(options: ClientOptions) {
   const send = options.fetch ?? globalThis.fetch;
   const retry = options.retry === false ? { ...DEFAULT_RETRY, attempts: 1 } : { ...DEFAULT_RETRY, ...options.retry };
   const gzipFrom = options.gzipBodiesFrom;
+  const timeout = checkedTimeout(options.timeout ?? DEFAULT_TIMEOUT_MS);
 
-  /** Sends a request, retrying where that is safe: the answer (2xx or 304), its body not read yet, or the error it makes. */
-  async function open(request: Call): Promise<{ response: Response; url: URL }> {
+  /**
+   * Sends a request, retrying where that is safe: the answer (2xx or 304), its body not read yet
+   * and its attempt's clock still running, or the error it makes.
+   */
+  async function open(request: Call): Promise<{ response: Response; attempt: Attempt }> {
     const url = new URL(request.path.replace(/^\//, ''), base);
     for (const [name, value] of Object.entries(request.query ?? {})) {
       if (value !== undefined) url.searchParams.append(name, value);
@@ -385,24 +531,25 @@ export function createClient(options: ClientOptions) {
     const body = coded ? await gzipped(json) : json;
     const retried = IDEMPOTENT.has(request.method) || retry.unsafeMethods;
 
-    for (let attempt = 1; ; attempt++) {
+    const where = `${request.method} ${url.origin}${url.pathname}`;
+    for (let tries = 1; ; tries++) {
+      const attempt = startAttempt(where, request.timeout ?? timeout, request.signal);
       let response: Response;
       try {
-        const init = { method: request.method, headers, body, signal: request.signal };
+        const init = { method: request.method, headers, body, signal: attempt.signal };
         // undici's own option, which the type of the platform's `fetch` names after its undici.
         response = await send(
           url,
           options.dispatcher === undefined ? init : ({ ...init, dispatcher: options.dispatcher } as RequestInit),
         );
       } catch (error) {
-        throw new NetworkError(`${request.method} ${url.pathname} got no answer: ${(error as Error).message}`, {
-          cause: error,
-        });
+        attempt.stop();
+        throw attempt.failure('got no answer', error);
       }
-      if (response.ok || response.status === 304) return { response, url };
-      const text = await textOf(request, url, response);
+      if (response.ok || response.status === 304) return { response, attempt };
+      const text = await textOf(attempt, response);
       const wait = retryAfterMs(response.headers.get('retry-after')) ?? 0;
-      if (retried && RETRIED_STATUSES.has(response.status) && attempt < retry.attempts && wait <= retry.maxDelayMs) {
+      if (retried && RETRIED_STATUSES.has(response.status) && tries < retry.attempts && wait <= retry.maxDelayMs) {
         await sleep(wait, request.signal);
         continue;
       }
@@ -412,18 +559,27 @@ export function createClient(options: ClientOptions) {
 
   /** Sends a request as `open` does: the answer's status, headers and text. */
   async function call(request: Call): Promise<{ status: number; headers: Headers; text: string }> {
-    const { response, url } = await open(request);
-    const text = await textOf(request, url, response);
+    const { response, attempt } = await open(request);
+    const text = await textOf(attempt, response);
     return { status: response.status, headers: response.headers, text };
+  }
+
+  async function getProfile(
+    callOptions: CallOptions & { ifNoneMatch?: string | undefined } = {},
+  ): Promise<VersionedProfile | null> {
+    const { status, headers, text } = await call({ method: 'GET', path: '/api/profile', ...callOptions });
+    if (status === 304) {
+      if (callOptions.ifNoneMatch !== undefined) return null;
+      // Typed as never null without `ifNoneMatch`: a 304 asked for by a header of `headers` breaks that.
+      const message = 'HTTP 304 to a read without `ifNoneMatch`: give the version there, not as a header.';
+      throw new ApiError(304, 'UNEXPECTED_RESPONSE', message, [], headers.get('x-request-id'), headers);
+    }
+    return { profile: JSON.parse(text) as Profile, etag: headers.get('etag') ?? '' };
   }
 
   const profile = {
     /** The profile and its ETag. With `ifNoneMatch` naming the current tag: `null`, the caller's copy is current. */
-    async get(callOptions: CallOptions & { ifNoneMatch?: string } = {}): Promise<VersionedProfile | null> {
-      const { status, headers, text } = await call({ method: 'GET', path: '/api/profile', ...callOptions });
-      if (status === 304) return null;
-      return { profile: JSON.parse(text) as Profile, etag: headers.get('etag') ?? '' };
-    },
+    get: getProfile as ProfileRead,
     /** POST: the fields given change, `null` included; the others stay. */
     update: (changes: ProfileChanges, writeOptions: WriteOptions = {}) => write('POST', changes, writeOptions),
     /** PATCH as a JSON merge patch: the same as `update`. */
@@ -499,7 +655,7 @@ export function createClient(options: ClientOptions) {
     ): Promise<Pick<Currency, F>> {
       const { text } = await call({
         method: 'GET',
-        path: `/api/currencies/${encodeURIComponent(code)}`,
+        path: `/api/currencies/${pathSegment('currencies.get', code)}`,
         query: { fields: query.fields?.join(',') },
         ...callOptions,
       });
@@ -512,11 +668,7 @@ export function createClient(options: ClientOptions) {
       return JSON.parse((await call({ method: 'GET', path: '/api/hello', ...callOptions })).text);
     },
     async greeting(name: string, callOptions: CallOptions = {}): Promise<Greeting> {
-      // WHATWG URLs drop the segments '.' and '..', percent-encoded or not: no fetch can send them.
-      if (name === '.' || name === '..') {
-        throw new RangeError(`greeting(${JSON.stringify(name)}): a dot-segment cannot be sent as a URL path segment`);
-      }
-      const path = `/api/hello/${encodeURIComponent(name)}`;
+      const path = `/api/hello/${pathSegment('greeting', name)}`;
       return JSON.parse((await call({ method: 'GET', path, ...callOptions })).text);
     },
     async search(query: SearchQuery, callOptions: CallOptions = {}): Promise<SearchResult> {
@@ -524,13 +676,10 @@ export function createClient(options: ClientOptions) {
       return JSON.parse((await call({ method: 'GET', path: '/api/search', query: params, ...callOptions })).text);
     },
     /** Posts any JSON object; `bigint` and `JsonNumber` values are sent with every digit. */
-    async echo(
-      body: { readonly [key: string]: JsonInput | undefined },
-      callOptions: CallOptions = {},
-    ): Promise<EchoResult> {
+    async echo<T extends EchoBody>(body: T, callOptions: CallOptions = {}): Promise<EchoResult<T>> {
       const { text } = await call({ method: 'POST', path: '/api/echo', body, ...callOptions });
       const answer = parseExactJson(text) as Record<string, ExactJson>;
-      return { received: answer.received as EchoResult['received'], echo: true, timestamp: answer.timestamp as string };
+      return { received: answer.received as Echoed<T>, echo: true, timestamp: answer.timestamp as string };
     },
     profile,
     /** Converts `amount` (a decimal string, or a number, bigint or JsonNumber written exactly) from one currency to another. */
@@ -569,13 +718,15 @@ export function createClient(options: ClientOptions) {
       let attemptsLeft = again.attempts;
       // The service is asked even for what it will refuse (count 0): the refusal is its to make.
       for (;;) {
-        const { response } = await open({
+        const { response, attempt } = await open({
           method: 'GET',
           path: '/api/events',
           query: params,
           ...callOptions,
           headers: { ...callOptions.headers, accept: 'text/event-stream', 'last-event-id': String(last) },
         });
+        // The timeout is the wait for the stream's head: events may come as far apart as asked.
+        attempt.stop();
         // Nothing left to send: the answer to Last-Event-ID = count, which stops an EventSource too.
         if (response.status === 204) return;
         let failure: unknown;
@@ -620,14 +771,14 @@ export function createClient(options: ClientOptions) {
 
 export type Client = ReturnType<typeof createClient>;
 
-/** An answer's text; a body that breaks off is a NetworkError. */
-async function textOf(request: Call, url: URL, response: Response): Promise<string> {
+/** An answer's text, within its attempt's time; a body that breaks off is a NetworkError. */
+async function textOf(attempt: Attempt, response: Response): Promise<string> {
   try {
     return await response.text();
   } catch (error) {
-    throw new NetworkError(`${request.method} ${url.pathname} answer cut short: ${(error as Error).message}`, {
-      cause: error,
-    });
+    throw attempt.failure('answer cut short', error);
+  } finally {
+    attempt.stop();
   }
 }
 

@@ -1,0 +1,90 @@
+import { mkdtemp, rm, symlink, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { run } from '../run-command.js';
+import { ROOT } from '../server-process.js';
+
+/**
+ * The documentation's TypeScript: each ```ts block of a page, indented or not, is a module a reader
+ * could paste, and compiles as it is written, under `--strict`, against the code it imports.
+ */
+
+export interface TypeScriptBlock {
+  file: string;
+  /** 1-based line of the opening fence. */
+  line: number;
+  /** The columns of indentation taken off each line. */
+  indent: number;
+  code: string;
+}
+
+const TSC = join(ROOT, 'node_modules/typescript/bin/tsc');
+
+/** The ```ts blocks of a Markdown text, their indentation (a block in a list item) taken off. */
+export function typescriptBlocks(file: string, text: string): TypeScriptBlock[] {
+  const blocks: TypeScriptBlock[] = [];
+  const lines = text.split('\n');
+  for (let i = 0; i < lines.length; i++) {
+    const fence = /^(\s*)```ts$/.exec(lines[i] ?? '');
+    if (fence === null) continue;
+    const indent = fence[1] ?? '';
+    const start = i;
+    const code: string[] = [];
+    for (i++; i < lines.length && (lines[i] ?? '').trim() !== '```'; i++)
+      code.push((lines[i] ?? '').slice(indent.length));
+    blocks.push({ file, line: start + 1, indent: indent.length, code: `${code.join('\n')}\n` });
+  }
+  return blocks;
+}
+
+/**
+ * Type-checks each block as an ES module of its own with `tsc --strict`, each import named in
+ * `modules` (a specifier such as `greeting-service/client`) resolved to its source file, every
+ * other one to the repository's packages. Resolves with tsc's errors in the blocks, each at
+ * `file:line:column` of the page. The sources imported are the project's type check's to judge:
+ * compiled alone, the service's files miss the declarations they merge into Fastify's types.
+ */
+export async function typeCheck(
+  blocks: readonly TypeScriptBlock[],
+  modules: Readonly<Record<string, string>>,
+): Promise<string[]> {
+  const dir = await mkdtemp(join(tmpdir(), 'greeting-service-docs-ts-'));
+  try {
+    await symlink(join(ROOT, 'node_modules'), join(dir, 'node_modules'), 'dir');
+    const names = blocks.map((_, index) => `block-${index}.mts`);
+    await Promise.all(blocks.map((block, index) => writeFile(join(dir, names[index] ?? ''), block.code)));
+    const compilerOptions = {
+      strict: true,
+      noEmit: true,
+      target: 'ES2022',
+      module: 'NodeNext',
+      moduleResolution: 'NodeNext',
+      lib: ['ES2023'],
+      types: ['node'],
+      skipLibCheck: true,
+      paths: Object.fromEntries(Object.entries(modules).map(([specifier, path]) => [specifier, [path]])),
+    };
+    await writeFile(join(dir, 'tsconfig.json'), JSON.stringify({ compilerOptions, files: names }));
+    const { code, stdout, stderr } = await run(process.execPath, [
+      TSC,
+      '-p',
+      join(dir, 'tsconfig.json'),
+      '--pretty',
+      'false',
+    ]);
+    const errors: string[] = [];
+    for (const line of `${stdout}${stderr}`.split('\n')) {
+      const at = /(?:^|\/)block-(\d+)\.mts\((\d+),(\d+)\): (.*)$/.exec(line);
+      const block = at === null ? undefined : blocks[Number(at[1])];
+      if (at !== null && block !== undefined)
+        errors.push(`${block.file}:${block.line + Number(at[2])}:${block.indent + Number(at[3])}: ${at[4]}`);
+      // An error of the program, not of a file (a path of `modules` that is not there, say).
+      else if (/^error TS\d+/.test(line)) errors.push(line);
+    }
+    // tsc failed without a diagnostic at all: it did not run as it should.
+    if (code !== 0 && !/\): error TS\d+/.test(stdout)) errors.push(`tsc exited with ${code}: ${stdout}${stderr}`);
+    return errors;
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+}
