@@ -6,6 +6,7 @@ import { dirname, join, relative, resolve } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { promisify } from 'node:util';
 import { writeSboms } from '../scripts/sbom.js';
+import { typeCheck, typescriptBlocks } from './docs/typescript-blocks.js';
 import { killAllServers, ROOT, type RunningServer, startServer } from './server-process.js';
 
 const exec = promisify(execFile);
@@ -94,6 +95,13 @@ async function bytesUnder(dir: string): Promise<number> {
   return bytes;
 }
 
+/** tsc's errors in the ```ts blocks of a page of docs/ (and in what they import), compiled under --strict in `project`. */
+async function docsTypeErrors(page: string, project: string): Promise<string[]> {
+  const blocks = typescriptBlocks(page, await readFile(join(ROOT, page), 'utf8'));
+  assert.ok(blocks.length > 0, `no TypeScript in ${page}`);
+  return typeCheck(blocks, join(project, 'node_modules'));
+}
+
 /** Runs `code` with Node in `cwd`, as a module (`.mjs`) or CommonJS (`.cjs`); resolves with its output. */
 async function runIn(cwd: string, file: string, code: string): Promise<string> {
   await writeFile(join(cwd, file), code);
@@ -166,6 +174,22 @@ describe('the packages (npm pack after npm run build, installed in a project of 
       assert.deepEqual(await readdir(join(project, 'node_modules')), ['.package-lock.json', 'greeting-service-client']);
       const bytes = await bytesUnder(join(project, 'node_modules/greeting-service-client'));
       assert.ok(bytes < 1_000_000, `${bytes} bytes`);
+    });
+
+    it('has its types from CommonJS too', async () => {
+      const code = [
+        "import { createClient, type Greeting } from 'greeting-service-client';",
+        "const api = createClient({ baseUrl: 'http://localhost:8080' });",
+        "export const greeting: Promise<Greeting> = api.greeting('Ada');",
+        '// @ts-expect-error: a greeting is no number',
+        "export const wrong: Promise<number> = api.greeting('Ada');",
+        '',
+      ].join('\n');
+      const errors = await typeCheck(
+        [{ file: 'try.cts', line: 0, indent: 0, code, commonJs: true }],
+        join(project, 'node_modules'),
+      );
+      assert.deepEqual(errors, []);
     });
 
     for (const [kind, file, load] of [
@@ -262,6 +286,21 @@ console.log(JSON.stringify([GROUPS.includes('hello'), report.failed, report.pass
       );
       assert.deepEqual(JSON.parse(output), [true, 0, true]);
     });
+  });
+
+  describe("the documentation's TypeScript, against the packages as installed", () => {
+    let project: string;
+    before(async () => {
+      // What the examples import: the two packages, and undici for the client over HTTP/2.
+      const { version } = JSON.parse(await readFile(join(ROOT, 'node_modules/undici/package.json'), 'utf8'));
+      project = await projectWith(join(scratch, 'docs-project'), [client.tarball, kit.tarball, `undici@${version}`]);
+    });
+
+    for (const page of ['docs/client.md', 'docs/conformance.md']) {
+      it(`type-checks every example of ${page} as written, under --strict, with the packages' declarations`, async () => {
+        assert.deepEqual(await docsTypeErrors(page, project), []);
+      });
+    }
   });
 
   describe('the service, greeting-service', () => {

@@ -122,12 +122,13 @@ export function normalise(output: string): string {
   return text === '' ? '' : `${text}\n`;
 }
 
-/** The command as it is run: against the test's port, with the built server as the package's command. */
+/** The command as it is run: against the test's port, with the built packages as their commands. */
 export function runnable(command: string, port: number, values: ReadonlyMap<string, string>): string {
   return command
     .replace(/\\\n/g, ' ')
     .replaceAll('localhost:8080', `127.0.0.1:${port}`)
-    .replaceAll('npx greeting-service', `node ${ROOT}dist/server.js`)
+    .replaceAll('npx greeting-service-conformance', `node ${ROOT}packages/conformance/dist/bin.js`)
+    .replace(/npx greeting-service(?![\w-])/g, `node ${ROOT}dist/server.js`)
     .replace(PLACEHOLDER, (text, name: string) => {
       const value = values.get(name);
       if (value === undefined) throw new Error(`${text} in a command, before any output showed it`);

@@ -6,7 +6,7 @@ import { ROOT } from '../server-process.js';
 
 /**
  * The documentation's TypeScript: each ```ts block of a page, indented or not, is a module a reader
- * could paste, and compiles as it is written, under `--strict`, against the code it imports.
+ * could paste, and compiles as it is written, under `--strict`, against the packages it imports.
  */
 
 export interface TypeScriptBlock {
@@ -16,6 +16,8 @@ export interface TypeScriptBlock {
   /** The columns of indentation taken off each line. */
   indent: number;
   code: string;
+  /** Compiled as CommonJS (a `.cts` file) rather than as an ES module. */
+  commonJs?: boolean;
 }
 
 const TSC = join(ROOT, 'node_modules/typescript/bin/tsc');
@@ -38,20 +40,16 @@ export function typescriptBlocks(file: string, text: string): TypeScriptBlock[] 
 }
 
 /**
- * Type-checks each block as an ES module of its own with `tsc --strict`, each import named in
- * `modules` (a specifier such as `greeting-service/client`) resolved to its source file, every
- * other one to the repository's packages. Resolves with tsc's errors in the blocks, each at
- * `file:line:column` of the page. The sources imported are the project's type check's to judge:
- * compiled alone, the service's files miss the declarations they merge into Fastify's types.
+ * Type-checks each block as an ES module of its own with `tsc --strict`, its imports resolved from
+ * `nodeModules` (a project's, where the packages the blocks import are installed), Node's types from
+ * the repository's. Resolves with tsc's errors in the blocks, each at `file:line:column` of the page,
+ * and in the declarations the packages ship.
  */
-export async function typeCheck(
-  blocks: readonly TypeScriptBlock[],
-  modules: Readonly<Record<string, string>>,
-): Promise<string[]> {
+export async function typeCheck(blocks: readonly TypeScriptBlock[], nodeModules: string): Promise<string[]> {
   const dir = await mkdtemp(join(tmpdir(), 'greeting-service-docs-ts-'));
   try {
-    await symlink(join(ROOT, 'node_modules'), join(dir, 'node_modules'), 'dir');
-    const names = blocks.map((_, index) => `block-${index}.mts`);
+    await symlink(nodeModules, join(dir, 'node_modules'), 'dir');
+    const names = blocks.map((block, index) => `block-${index}.${block.commonJs === true ? 'cts' : 'mts'}`);
     await Promise.all(blocks.map((block, index) => writeFile(join(dir, names[index] ?? ''), block.code)));
     const compilerOptions = {
       strict: true,
@@ -61,8 +59,7 @@ export async function typeCheck(
       moduleResolution: 'NodeNext',
       lib: ['ES2023'],
       types: ['node'],
-      skipLibCheck: true,
-      paths: Object.fromEntries(Object.entries(modules).map(([specifier, path]) => [specifier, [path]])),
+      typeRoots: [join(ROOT, 'node_modules/@types')],
     };
     await writeFile(join(dir, 'tsconfig.json'), JSON.stringify({ compilerOptions, files: names }));
     const { code, stdout, stderr } = await run(process.execPath, [
@@ -74,12 +71,12 @@ export async function typeCheck(
     ]);
     const errors: string[] = [];
     for (const line of `${stdout}${stderr}`.split('\n')) {
-      const at = /(?:^|\/)block-(\d+)\.mts\((\d+),(\d+)\): (.*)$/.exec(line);
+      const at = /(?:^|\/)block-(\d+)\.[cm]ts\((\d+),(\d+)\): (.*)$/.exec(line);
       const block = at === null ? undefined : blocks[Number(at[1])];
       if (at !== null && block !== undefined)
         errors.push(`${block.file}:${block.line + Number(at[2])}:${block.indent + Number(at[3])}: ${at[4]}`);
-      // An error of the program, not of a file (a path of `modules` that is not there, say).
-      else if (/^error TS\d+/.test(line)) errors.push(line);
+      // An error of the program, or of a package's declarations.
+      else if (/^error TS\d+|\.d\.[cm]?ts\(\d+,\d+\): error/.test(line)) errors.push(line);
     }
     // tsc failed without a diagnostic at all: it did not run as it should.
     if (code !== 0 && !/\): error TS\d+/.test(stdout)) errors.push(`tsc exited with ${code}: ${stdout}${stderr}`);
