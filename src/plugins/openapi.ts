@@ -58,7 +58,7 @@ exactly the same, and not listed twice so that each operation has one id. Under 
 every response (errors included) carries \`API-Version: ${API_VERSION}\`; the \`version\` query parameter
 (\`${API_VERSION}\` or \`v${API_VERSION}\`, anything else is a 400) and \`Accept: application/vnd.greeting.v${API_VERSION}+json\` are
 honoured, and an Accept that asks only for other versions is a 406 \`NOT_ACCEPTABLE\`. Bodies are
-\`application/json\` whichever way the version was asked for. Health, readiness, metrics and this document are
+\`application/json\` whichever way the version was asked for. Health, readiness, the build's version, metrics and this document are
 outside \`/api\`, unversioned and never rate-limited.`;
 
 const VERSION_PARAMETER = {
@@ -516,7 +516,7 @@ function swaggerOptions(options: OpenapiOptions): SwaggerOptions {
         { name: 'profile', description: 'The profile, with ETags and conditional requests' },
         { name: 'exchange', description: 'Currency conversion' },
         { name: 'currencies', description: 'The currencies of the exchange table' },
-        { name: 'operations', description: 'Health, readiness, metrics and this document' },
+        { name: 'operations', description: "Health, readiness, the build's version, metrics and this document" },
       ],
       // The generator needs every scheme a route may name; the document keeps it only if one does.
       components: { securitySchemes: { [OPERATOR_SECURITY]: OPERATOR_SECURITY_SCHEME } },

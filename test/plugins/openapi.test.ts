@@ -35,6 +35,7 @@ const OPERATIONS = [
   ['get', '/api/v1/currencies/{code}', 'getCurrency', [], 'Currency'],
   ['get', '/healthz', 'getHealth', [], 'Health'],
   ['get', '/readyz', 'getReadiness', [503], 'Readiness'],
+  ['get', '/version', 'getVersion', [], 'Version'],
   ['get', '/openapi.json', 'getOpenApi', [], undefined],
   ['get', '/asyncapi.json', 'getAsyncApi', [], undefined],
   ['get', '/metrics', 'getMetrics', [], undefined],
