@@ -429,11 +429,8 @@ const METHODS: Record<string, string> = {
   getReadiness: 'readiness',
   getEvents: 'events',
 };
-/**
- * Operations that are not the JSON API: the documents themselves, Prometheus's text, and the
- * WebSocket's handshake, which the platform's own WebSocket makes (docs/client.md).
- */
-const NOT_IN_THE_CLIENT = ['getOpenApi', 'getAsyncApi', 'getMetrics', 'echoWebSocket'];
+/** Operations that are not the JSON API: the documents themselves, and Prometheus's text. */
+const NOT_IN_THE_CLIENT = ['getOpenApi', 'getAsyncApi', 'getMetrics'];
 /** Methods that are no operation of their own. */
 const HELPERS = ['currencies.all'];
 
