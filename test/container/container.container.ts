@@ -54,10 +54,10 @@ if (STACK_SKIP_REASON) process.stdout.write(`SKIPPED: ${STACK_SKIP_REASON}\n`);
 
 const IMAGE = 'greeting-service';
 const PACKAGE = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8'));
-/** The build arguments of the image's identity, as docs/deployment.md passes them. */
+/** The build arguments of the image's identity, as docs/deployment.md passes them; the commit once the suite runs. */
 const IDENTITY = {
   VERSION: PACKAGE.version,
-  REVISION: run('git', ['rev-parse', 'HEAD'], { cwd: ROOT }).trim(),
+  REVISION: '',
   CREATED: new Date().toISOString().replace(/\.\d{3}Z$/, 'Z'),
   SOURCE: 'https://example.invalid/greeting-service',
 };
@@ -155,6 +155,7 @@ describe('the image and the compose stack, under podman', { skip: SKIP_REASON },
     work = mkdtempSync('/var/tmp/greeting-service-container-');
     cleanUp();
     figures.stand_ins = { ...ensureStandIns(work), removed: pruneStaleStandIns() };
+    IDENTITY.REVISION = run('git', ['rev-parse', 'HEAD'], { cwd: ROOT }).trim();
     const building = performance.now();
     const buildArgs = Object.entries(IDENTITY).flatMap(([name, value]) => ['--build-arg', `${name}=${value}`]);
     run('podman', ['build', '--format', 'docker', '-t', IMAGE, ...buildArgs, '-f', join(ROOT, 'Dockerfile'), ROOT]);
