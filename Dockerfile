@@ -15,7 +15,17 @@ COPY src ./src
 COPY packages/client/src ./packages/client/src
 COPY packages/conformance/src ./packages/conformance/src
 COPY scripts ./scripts
-RUN npm run build
+# The build's identity, as the labels below say it. The commit and the time (CREATED, RFC 3339, as
+# SOURCE_DATE_EPOCH) are what scripts/build-info.js writes into dist for GET /version; there is no
+# .git here, so without REVISION the commit is `unknown`, and without CREATED the time is the
+# build's clock. A VERSION that is not package.json's stops the build: the label would lie.
+ARG VERSION
+ARG REVISION
+ARG CREATED
+RUN test -z "$VERSION" || test "$VERSION" = "$(node -p 'require("./package.json").version')" \
+      || { echo "VERSION $VERSION is not package.json's version" >&2; exit 1; }
+RUN epoch="" && if [ -n "$CREATED" ]; then epoch="$(date -u -d "$CREATED" +%s)"; fi \
+ && SOURCE_COMMIT="$REVISION" SOURCE_DATE_EPOCH="$epoch" npm run build
 
 FROM node:24-slim AS runtime
 ENV NODE_ENV=production
@@ -28,6 +38,19 @@ COPY packages/conformance/package.json ./packages/conformance/
 RUN npm ci --omit=dev --ignore-scripts && npm cache clean --force
 COPY --from=build /app/dist ./dist
 COPY --from=build /app/packages/conformance/dist ./packages/conformance/dist
+# The OCI annotations (image-spec annotations.md): the build's from the build arguments, the rest
+# as package.json says them. Declared after the dependencies' layers, which a new commit leaves cached.
+ARG VERSION
+ARG REVISION
+ARG CREATED
+ARG SOURCE
+LABEL org.opencontainers.image.title="greeting-service" \
+      org.opencontainers.image.description="Greeting and Echo Service: a reference JSON-over-HTTP API and test target for HTTP clients" \
+      org.opencontainers.image.licenses="MIT" \
+      org.opencontainers.image.version="$VERSION" \
+      org.opencontainers.image.revision="$REVISION" \
+      org.opencontainers.image.created="$CREATED" \
+      org.opencontainers.image.source="$SOURCE"
 USER node
 EXPOSE 8080
 # The slim image has no curl: Node itself asks GET /healthz, at PORT, HOST and CONTEXT_PATH as the

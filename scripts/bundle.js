@@ -1,5 +1,6 @@
 /**
- * First compiles the service's schemas into code (dist/schema-code-table.cjs; src/lib/schema-code.ts
+ * First writes the build's commit and time (dist/build-info.json, scripts/build-info.js says how).
+ * Then compiles the service's schemas into code (dist/schema-code-table.cjs; src/lib/schema-code.ts
  * says why), from the service as tsc built it, with every optional route on. Then bundles the
  * service (src/main.ts) and everything it imports, that table in place of src/lib/schema-code-table.ts,
  * into dist/main.js (over the file tsc wrote), and the parts it imports only when asked for (the
@@ -18,9 +19,13 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { build } from 'esbuild';
-import { buildApp } from '../dist/app.js';
-import { DEFAULT_CONFIG } from '../dist/config/index.js';
-import { SchemaCode } from '../dist/lib/schema-code.js';
+import { buildFacts } from './build-info.js';
+
+// Before the service is loaded below, which reads them as the built service will.
+writeFileSync(resolve('dist/build-info.json'), `${JSON.stringify(buildFacts(process.env, process.cwd()))}\n`);
+const { buildApp } = await import('../dist/app.js');
+const { DEFAULT_CONFIG } = await import('../dist/config/index.js');
+const { SchemaCode } = await import('../dist/lib/schema-code.js');
 
 const TABLE = resolve('dist/schema-code-table.cjs');
 const secrets = mkdtempSync(join(tmpdir(), 'greeting-service-build-'));

@@ -44,6 +44,7 @@ import { metricsRoute } from './routes/metrics.js';
 import { openapiRoute } from './routes/openapi.js';
 import { profileRoutes } from './routes/profile.js';
 import { searchRoutes } from './routes/search.js';
+import { versionRoutes } from './routes/version.js';
 import { EventStreams } from './services/event-streams.js';
 import { Readiness } from './services/readiness.js';
 import type { ProfileStore } from './stores/profile.js';
@@ -298,6 +299,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
       await service.register(exchangeRoutes);
       await service.register(currencyRoutes, { cursorSecret: config.cursorSecret });
       await service.register(healthRoutes, { readiness });
+      await service.register(versionRoutes);
       if (config.adminTokenFile !== null) {
         await service.register(adminRoutes, { tokenFile: config.adminTokenFile, readiness });
       }

@@ -1,5 +1,5 @@
 import { type Config, SETTINGS } from './config/index.js';
-import { VERSION } from './version.js';
+import { BUILD_INFO, VERSION } from './version.js';
 
 const NAME = 'greeting-service';
 
@@ -58,12 +58,16 @@ export function helpText(): string {
     '',
     ...rows.map(([name, text]) => `  ${name.padEnd(width)}${text}`),
     '',
-    'Serves /api/..., /healthz, /readyz, /openapi.json, /docs and /metrics; SIGTERM or SIGINT shuts down gracefully.',
+    'Serves /api/..., /healthz, /readyz, /version, /openapi.json, /docs and /metrics; SIGTERM or SIGINT shuts down gracefully.',
     '',
   ].join('\n');
 }
 
-/** `--version`: the package's version, alone on its line. */
+/**
+ * `--version`: the package's version alone on the first line, as scripts read it; then the build's
+ * other facts, one `name: value` a line, named as `GET /version` names them.
+ */
 export function versionText(): string {
-  return `${VERSION}\n`;
+  const { version, ...facts } = BUILD_INFO;
+  return [version, ...Object.entries(facts).map(([name, value]) => `${name}: ${value}`), ''].join('\n');
 }

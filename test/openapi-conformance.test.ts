@@ -14,7 +14,6 @@ import {
   documentedOperations,
   type Operation,
 } from './openapi-conformance.js';
-import { connectTo, ResponseReader } from './raw-http.js';
 
 /**
  * Every (operation, status) pair the OpenAPI document lists is caused by a real request here, and
@@ -59,31 +58,20 @@ describe('the OpenAPI document describes every answer of every operation', { tim
   let limited: Server;
   let unavailable: Server;
   let oneStream: Server;
-  /** One WebSocket at most, from one origin only. */
-  let guarded: Server;
   let ops: Operation[];
   const covered = new Set<string>();
 
   before(async () => {
-    [main, limited, unavailable, oneStream, guarded] = await Promise.all([
+    [main, limited, unavailable, oneStream] = await Promise.all([
       serve({ bodyLimit: 1024, headersTimeoutMs: 300, requestTimeoutMs: 600 }),
       serve({ rateLimitMax: 1 }),
       // Nothing listens on port 9 of the loopback: Redis is unreachable at once.
       serve({ redisUrl: 'redis://127.0.0.1:9', redisTimeoutMs: 200 }),
       serve({ streamsMax: 1 }),
-      serve({ corsOrigins: ['https://app.example'], wsMaxConnections: 1 }),
     ]);
     ops = documentedOperations(main.conformance.document, main.conformance.apiBase);
   });
-  after(() =>
-    Promise.all([
-      main.app.close(),
-      limited.app.close(),
-      unavailable.app.close(),
-      oneStream.app.close(),
-      guarded.app.close(),
-    ]),
-  );
+  after(() => Promise.all([main.app.close(), limited.app.close(), unavailable.app.close(), oneStream.app.close()]));
 
   /** Sends a request as `operation`, checks the answer against the document, and records the pair. */
   async function expect(server: Server, op: Operation, request: TestRequest, status: number): Promise<TestResponse> {
@@ -118,8 +106,7 @@ describe('the OpenAPI document describes every answer of every operation', { tim
 
   it('answers each operation’s request made of its examples as documented (2xx), under /api too', async () => {
     const { apiBase } = main.conformance;
-    // The WebSocket's success is its 101, asked for below.
-    for (const op of ops.filter(({ id }) => id !== 'echoWebSocket')) {
+    for (const op of ops) {
       await expect(main, op, valid(op), 200);
       const unversioned = op.path.replace(`${apiBase}/v${API_VERSION}/`, `${apiBase}/`);
       if (op.api)
@@ -207,22 +194,6 @@ describe('the OpenAPI document describes every answer of every operation', { tim
     assert.equal(stream.status, 200);
     await expect(oneStream, op('getEvents'), valid(op('getEvents')), 503);
     open.abort();
-
-    const ws = op('echoWebSocket');
-    await expect(main, ws, valid(ws), 426);
-    const handshake = (extra = '') =>
-      `GET ${ws.path} HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n` +
-      `Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n${extra}\r\n`;
-    await raw(guarded, ws, handshake('Origin: https://elsewhere.example\r\n'), 403);
-    const socket = await connectTo(guarded.port);
-    socket.write(handshake());
-    const switched = await new ResponseReader(socket).next();
-    assert.equal(switched.status, 101);
-    assert.deepEqual(guarded.conformance.operationProblems(ws.id, { path: ws.path }, switched), []);
-    covered.add(`${ws.id} 101`);
-    // Its one connection is open.
-    await raw(guarded, ws, handshake(), 503);
-    socket.destroy();
   });
 
   it('has covered every (operation, status) pair the document lists', () => {

@@ -276,8 +276,6 @@ export interface Operation {
   query: string;
   body: string | undefined;
   media: string | undefined;
-  /** A WebSocket handshake: its success is a 101, which a plain HTTP request never gets. */
-  upgrade: boolean;
 }
 
 /** Every operation of the document, with a valid request made of its examples. */
@@ -306,7 +304,6 @@ export function documentedOperations(document: Json, apiBase: string): Operation
         query: query.join('&'),
         body,
         media: content === undefined ? undefined : 'application/json',
-        upgrade: operation.responses?.['101'] !== undefined,
       });
     }
   }

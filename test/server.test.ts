@@ -1072,10 +1072,11 @@ describe('server process (dist/server.js)', { concurrency: 4 }, () => {
       });
     }
 
-    it('--version prints the package version', async () => {
+    it("--version prints the package version on its first line, then the build's facts", async () => {
       const { exit, stdout } = await run(['--version']);
       assert.deepEqual(exitOf(exit), { code: 0, signal: null });
-      assert.equal(stdout, `${VERSION}\n`);
+      assert.equal(stdout.split('\n')[0], VERSION);
+      assert.match(stdout, /^[^\n]+\ncommit: \S+\nbuild_time: \S+\nruntime: node v\S+\n$/);
       assert.match(VERSION, /^\d+\.\d+\.\d+/);
     });
 

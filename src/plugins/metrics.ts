@@ -6,6 +6,7 @@ import type { RequestLog } from '../logging/request-log.js';
 import type { EventStreams } from '../services/event-streams.js';
 import type { CheckResults, Readiness } from '../services/readiness.js';
 import type { StoreKind } from '../stores/stores.js';
+import { BUILD_INFO } from '../version.js';
 
 /** The route label of a request no route matched (a 404 or 405): never its raw URL, which has no bound. */
 export const UNMATCHED_ROUTE = 'unmatched';
@@ -77,6 +78,13 @@ export const metricsPlugin = fp(
       });
       return asking;
     };
+    // Set once: the labels are the build's, fixed for the life of the process (GET /version says the same).
+    new Gauge({
+      name: 'build_info',
+      help: 'Always 1, labelled with the build that runs: its version, commit, build time and Node.js runtime.',
+      labelNames: Object.keys(BUILD_INFO) as (keyof typeof BUILD_INFO)[],
+      registers: [registry],
+    }).set({ ...BUILD_INFO }, 1);
     new Gauge({
       name: 'service_ready',
       help: '1 when the instance is ready for traffic (as /readyz answers), 0 when it is not.',

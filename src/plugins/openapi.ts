@@ -9,7 +9,13 @@ import {
   RETRY_AFTER_HEADER,
 } from '../errors.js';
 import { type ApiPathTest, apiBase } from '../lib/api-path.js';
-import { DOCUMENTED_AS, JSON_BODY_MEDIA_TYPES, OPERATOR_SECURITY, OPERATOR_SECURITY_SCHEME } from '../schemas.js';
+import {
+  DOCUMENTED_AS,
+  ECHO_WEBSOCKET_PATH,
+  JSON_BODY_MEDIA_TYPES,
+  OPERATOR_SECURITY,
+  OPERATOR_SECURITY_SCHEME,
+} from '../schemas.js';
 import { API_VERSION, LICENSE, VERSION } from '../version.js';
 
 /**
@@ -58,8 +64,15 @@ exactly the same, and not listed twice so that each operation has one id. Under 
 every response (errors included) carries \`API-Version: ${API_VERSION}\`; the \`version\` query parameter
 (\`${API_VERSION}\` or \`v${API_VERSION}\`, anything else is a 400) and \`Accept: application/vnd.greeting.v${API_VERSION}+json\` are
 honoured, and an Accept that asks only for other versions is a 406 \`NOT_ACCEPTABLE\`. Bodies are
-\`application/json\` whichever way the version was asked for. Health, readiness, metrics and this document are
+\`application/json\` whichever way the version was asked for. Health, readiness, the build's version, metrics and this document are
 outside \`/api\`, unversioned and never rate-limited.`;
+
+/** Where the WebSocket echo is, and where it is described. */
+const WEBSOCKET_ECHO = (base: string, asyncapi: string) =>
+  `The WebSocket echo, \`GET ${base}${ECHO_WEBSOCKET_PATH.replace('/api/', `/api/v${API_VERSION}/`)}\` (and without \`/v${API_VERSION}\`), ` +
+  `is described by the [AsyncAPI 3.0 document](${asyncapi}): its handshake and the refusals of it, its messages ` +
+  'and its closes. OpenAPI describes requests and their responses, and a WebSocket is neither: its handshake succeeds ' +
+  'with `101 Switching Protocols`, and what follows is no HTTP.';
 
 const VERSION_PARAMETER = {
   type: 'string',
@@ -498,25 +511,28 @@ declare module 'fastify' {
 /** @fastify/swagger's options for one configuration: the document's head, and the shaping above. */
 function swaggerOptions(options: OpenapiOptions): SwaggerOptions {
   const { isApiPath } = options;
+  const base = options.contextPath === '/' ? '' : options.contextPath;
+  const asyncapi = `${base}/asyncapi.json`;
   return {
     openapi: {
       openapi: '3.1.0',
       info: {
         title: 'Greeting and Echo Service',
         version: VERSION,
-        // The WebSocket's messages are for AsyncAPI to describe: linked, so that the page leads to them.
-        description: `${DESCRIPTION}\n\nThe WebSocket echo's messages are described by the [AsyncAPI 3.0 document](${options.contextPath === '/' ? '' : options.contextPath}/asyncapi.json).`,
+        // A WebSocket is for AsyncAPI to describe (echo-websocket.ts says why): linked, so that the page leads to it.
+        description: `${DESCRIPTION}\n\n${WEBSOCKET_ECHO(base, asyncapi)}`,
         contact: { name: 'Greeting and Echo Service maintainers' },
         license: { name: LICENSE, identifier: LICENSE },
       },
       tags: [
         { name: 'greeting', description: 'Greetings' },
         { name: 'search', description: 'Search echo' },
-        { name: 'echo', description: 'JSON echo' },
+        // Linked in the text: externalDocs takes only an absolute URL, and the host is the one asked.
+        { name: 'echo', description: `JSON echo. ${WEBSOCKET_ECHO(base, asyncapi)}` },
         { name: 'profile', description: 'The profile, with ETags and conditional requests' },
         { name: 'exchange', description: 'Currency conversion' },
         { name: 'currencies', description: 'The currencies of the exchange table' },
-        { name: 'operations', description: 'Health, readiness, metrics and this document' },
+        { name: 'operations', description: "Health, readiness, the build's version, metrics and this document" },
       ],
       // The generator needs every scheme a route may name; the document keeps it only if one does.
       components: { securitySchemes: { [OPERATOR_SECURITY]: OPERATOR_SECURITY_SCHEME } },

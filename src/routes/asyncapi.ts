@@ -32,12 +32,16 @@ export function asyncapiDocument(
       title: 'Greeting and Echo Service: WebSocket echo',
       version: VERSION,
       description:
-        'The WebSocket of the Greeting and Echo Service (RFC 6455). Its handshake is an HTTP request like ' +
-        'any other of the API, and its refusals are the error envelope, as the OpenAPI document at ' +
-        `\`${base}/openapi.json\` describes them: 426 without \`Upgrade: websocket\` or in HTTP/1.0, 400 naming a bad ` +
-        '`Sec-WebSocket-Key`, `Sec-WebSocket-Version` or `Sec-WebSocket-Extensions`, or a body (`Content-Length`), ' +
-        '403 for an `Origin` that `CORS_ORIGINS` does not allow, ' +
-        '429 over the rate limit, 503 past `WS_MAX_CONNECTIONS`, while shutting down, or while the memory ' +
+        'The WebSocket of the Greeting and Echo Service (RFC 6455), over HTTP/1.1 and HTTPS. Its handshake is ' +
+        'an HTTP request like any other of the API (`X-Request-Id`, `API-Version`, the rate limit and its ' +
+        '`RateLimit-*` headers, the versioning rules), answered `101 Switching Protocols` with `Upgrade: websocket`, ' +
+        '`Connection: Upgrade` and `Sec-WebSocket-Accept`. Its refusals are JSON in the error envelope of the API ' +
+        `(\`ErrorEnvelope\` in the OpenAPI document at \`${base}/openapi.json\`): 426 \`UPGRADE_REQUIRED\` without ` +
+        '`Upgrade: websocket` (with `Upgrade: websocket` over HTTP/1.1) or in HTTP/1.0; 400 `VALIDATION_ERROR` ' +
+        'naming a bad `Sec-WebSocket-Key`, `Sec-WebSocket-Version` (with `Sec-WebSocket-Version: 13`) or ' +
+        '`Sec-WebSocket-Extensions`, or a body (`Content-Length`); 403 `FORBIDDEN` for an `Origin` that ' +
+        '`CORS_ORIGINS` does not allow; 429 `RATE_LIMIT_EXCEEDED` over the rate limit; 503 `SERVICE_UNAVAILABLE` ' +
+        '(with `Retry-After`) past `WS_MAX_CONNECTIONS`, while shutting down, or while the memory ' +
         'budget (`MEMORY_BUDGET_BYTES`) is at 80% or more. The connection ends ' +
         `with ${tooLarge.code} (reason \`${tooLarge.reason}\`) after a message larger ` +
         `than \`WS_MAX_MESSAGE_BYTES\` (${maxMessageBytes} bytes here, once inflated); with ${tooManyFragments.code} ` +

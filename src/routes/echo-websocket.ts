@@ -4,12 +4,10 @@ import * as ws from 'ws';
 import {
   type ApiError,
   type ErrorDetail,
-  errorResponse,
   errorResponses,
   handshakeError,
   noWebSocketSlot,
   originForbidden,
-  RETRY_AFTER_HEADER,
   upgradeRequired,
   WEBSOCKET_VERSION,
 } from '../errors.js';
@@ -95,51 +93,14 @@ export const echoWebSocketRoutes: FastifyPluginAsyncTypebox<EchoWebSocketOptions
     ECHO_WEBSOCKET_PATH,
     {
       schema: {
-        operationId: 'echoWebSocket',
-        summary: 'A WebSocket that echoes every message',
-        description:
-          'The handshake of a WebSocket (RFC 6455) over HTTP/1.1 or HTTPS. Every message comes back ' +
-          'unchanged, of the same type (text or binary) and with the same bytes; every ping is answered. ' +
-          'The messages are described by the AsyncAPI document at `/asyncapi.json`. A message larger than ' +
-          '`WS_MAX_MESSAGE_BYTES` closes the connection with 1009, one in more fragments than one per 64 bytes ' +
-          'of it with 1008, each with a reason; a client that does not read its echoes and pongs is ' +
-          'not read past `WS_MAX_BUFFERED_BYTES`; a client that does not answer a ping by the next one ' +
-          '(`WS_PING_INTERVAL_MS`) is ended; on shutdown each connection is closed with 1001. HTTP/1.0 cannot ' +
-          'switch (426), and a handshake has no body (400).',
-        tags: ['echo'],
+        // A WebSocket is no request and response that OpenAPI can describe: its success is the 101
+        // that switches protocols, never a 2xx or 3xx, so every linter and client generator reads
+        // it as an operation that cannot succeed. The AsyncAPI document (routes/asyncapi.ts)
+        // describes it, handshake and refusals included, and the OpenAPI document links to it.
+        hide: true,
         headers: HandshakeHeaders,
-        response: {
-          101: {
-            description: 'Switching Protocols: the connection is now a WebSocket.',
-            type: 'null',
-            headers: {
-              Upgrade: { type: 'string', const: 'websocket' },
-              Connection: { type: 'string', const: 'Upgrade' },
-              'Sec-WebSocket-Accept': {
-                type: 'string',
-                description: 'The key’s answer (RFC 6455, 4.2.2).',
-                examples: ['s3pPLMBiTxaQ9kYGzzhZRbK+xOo='],
-              },
-            },
-          },
-          400: errorResponse(400, {
-            'Sec-WebSocket-Version': {
-              type: 'string',
-              const: WEBSOCKET_VERSION,
-              description: 'The version the service speaks, with a handshake that names another or none.',
-            },
-          }),
-          ...errorResponses(403),
-          426: errorResponse(426, {
-            Upgrade: {
-              type: 'string',
-              const: 'websocket',
-              description: 'Over HTTP/1.1: the protocol to ask for.',
-              required: false,
-            },
-          }),
-          503: errorResponse(503, RETRY_AFTER_HEADER),
-        },
+        // The envelope's serialiser for each refusal.
+        response: errorResponses(400, 403, 426, 503),
       },
     },
     (request, reply) => {

@@ -52,7 +52,7 @@ describe('the client, against the service in memory', () => {
   });
   after(() => app.close());
 
-  it('greets, searches and reports health', async () => {
+  it('greets, searches and reports health and its build', async () => {
     const hello = await client.hello();
     assert.equal(hello.message, 'Hello, World!');
     assert.match(hello.timestamp, /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}$/);
@@ -63,6 +63,13 @@ describe('the client, against the service in memory', () => {
       results: "Search results for 'a&b=c' (page 2)",
     });
     assert.deepEqual(await client.health(), { status: 'ok' });
+    // Run from the sources, as here, the build's commit and time are unknown.
+    assert.deepEqual(await client.version(), {
+      version: JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')).version,
+      commit: 'unknown',
+      build_time: 'unknown',
+      runtime: `node ${process.version}`,
+    });
     assert.deepEqual(await client.readiness(), { status: 'ready' });
     assert.deepEqual(await client.readiness({ excludeStore: true, verbose: true }), {
       status: 'ready',
@@ -663,14 +670,12 @@ const METHODS: Record<string, string> = {
   listCurrencies: 'currencies.list',
   getCurrency: 'currencies.get',
   getHealth: 'health',
+  getVersion: 'version',
   getReadiness: 'readiness',
   getEvents: 'events',
 };
-/**
- * Operations that are not the JSON API: the documents themselves, Prometheus's text, and the
- * WebSocket's handshake, which the platform's own WebSocket makes (docs/client.md).
- */
-const NOT_IN_THE_CLIENT = ['getOpenApi', 'getAsyncApi', 'getMetrics', 'echoWebSocket'];
+/** Operations that are not the JSON API: the documents themselves, and Prometheus's text. */
+const NOT_IN_THE_CLIENT = ['getOpenApi', 'getAsyncApi', 'getMetrics'];
 /** Methods that are no operation of their own. */
 const HELPERS = ['currencies.all'];
 

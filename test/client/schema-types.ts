@@ -4,6 +4,7 @@
  */
 import type { Static } from 'typebox';
 import type {
+  BuildVersion,
   Currency,
   CurrencyQuery,
   EchoResult,
@@ -30,6 +31,7 @@ import type { Health as HealthSchema, Readiness as ReadinessSchema } from '../..
 import type { Greeting as GreetingSchema, HelloMessage as HelloMessageSchema } from '../../src/routes/hello.js';
 import type { FieldsBody, ProfileSchema } from '../../src/routes/profile.js';
 import type { SearchQuery as SearchQuerySchema, SearchResult as SearchResultSchema } from '../../src/routes/search.js';
+import type { Version } from '../../src/routes/version.js';
 
 type Same<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false;
 type Holds<T extends true> = T;
@@ -44,6 +46,7 @@ export type ClientTypesFollowTheSchemas = [
   Holds<Same<Profile, Static<typeof ProfileSchema>>>,
   Holds<Same<ProfileChanges, Static<typeof FieldsBody>>>,
   Holds<Same<Health, Static<typeof HealthSchema>>>,
+  Holds<Same<BuildVersion, Static<typeof Version>>>,
   Holds<Same<Readiness, Static<typeof ReadinessSchema>>>,
   Holds<Same<EventsQuery, Static<typeof EventsQuerySchema>>>,
   Holds<Same<GreetingEvent, ServiceGreetingEvent>>,

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { after, before, describe, it } from 'node:test';
@@ -53,6 +53,14 @@ const STACK_SKIP_REASON =
 if (STACK_SKIP_REASON) process.stdout.write(`SKIPPED: ${STACK_SKIP_REASON}\n`);
 
 const IMAGE = 'greeting-service';
+const PACKAGE = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8'));
+/** The build arguments of the image's identity, as docs/deployment.md passes them; the commit once the suite runs. */
+const IDENTITY = {
+  VERSION: PACKAGE.version,
+  REVISION: '',
+  CREATED: new Date().toISOString().replace(/\.\d{3}Z$/, 'Z'),
+  SOURCE: 'https://example.invalid/greeting-service',
+};
 const CONTAINER = 'greeting-service-test';
 const PROJECT = 'greeting-service-test';
 const COMPOSE_FILE = join(ROOT, 'deploy', 'compose.yaml');
@@ -147,8 +155,10 @@ describe('the image and the compose stack, under podman', { skip: SKIP_REASON },
     work = mkdtempSync('/var/tmp/greeting-service-container-');
     cleanUp();
     figures.stand_ins = { ...ensureStandIns(work), removed: pruneStaleStandIns() };
+    IDENTITY.REVISION = run('git', ['rev-parse', 'HEAD'], { cwd: ROOT }).trim();
     const building = performance.now();
-    run('podman', ['build', '--format', 'docker', '-t', IMAGE, '-f', join(ROOT, 'Dockerfile'), ROOT]);
+    const buildArgs = Object.entries(IDENTITY).flatMap(([name, value]) => ['--build-arg', `${name}=${value}`]);
+    run('podman', ['build', '--format', 'docker', '-t', IMAGE, ...buildArgs, '-f', join(ROOT, 'Dockerfile'), ROOT]);
     figures.build_s = seconds(building);
     figures.image_mb = Math.round(Number(run('podman', ['image', 'inspect', '--format', '{{.Size}}', IMAGE])) / 1e6);
     port = await freePort();
@@ -193,6 +203,27 @@ describe('the image and the compose stack, under podman', { skip: SKIP_REASON },
     ]);
     assert.equal(kit.status, 0, `conformance: ${kit.stdout}${kit.stderr}`);
     assert.match(kit.stdout, /^\d+ passed, 0 failed/m);
+  });
+
+  it('labels the image with the OCI annotations, and GET /version says the same build', async () => {
+    const labels = JSON.parse(run('podman', ['image', 'inspect', '--format', '{{json .Config.Labels}}', IMAGE]));
+    const oci = Object.fromEntries(Object.entries(labels).filter(([name]) => name.startsWith('org.opencontainers.')));
+    assert.deepEqual(oci, {
+      'org.opencontainers.image.title': PACKAGE.name,
+      'org.opencontainers.image.description': PACKAGE.description,
+      'org.opencontainers.image.licenses': PACKAGE.license,
+      'org.opencontainers.image.version': IDENTITY.VERSION,
+      'org.opencontainers.image.revision': IDENTITY.REVISION,
+      'org.opencontainers.image.created': IDENTITY.CREATED,
+      'org.opencontainers.image.source': IDENTITY.SOURCE,
+    });
+    const version = await fetch(`${origin}/version`);
+    assert.deepEqual(await version.json(), {
+      version: IDENTITY.VERSION,
+      commit: IDENTITY.REVISION,
+      build_time: IDENTITY.CREATED.replace(/Z$/, '.000Z'),
+      runtime: `node ${run('podman', ['exec', CONTAINER, 'node', '--version']).trim()}`,
+    });
   });
 
   it('brings the stack up, which passes the conformance kit through nginx; nginx answers as the service', {

@@ -136,7 +136,7 @@ for (const [transport, connect] of transports) {
       assertLimits(again, 2, 1, 1);
     });
 
-    it('never limits /healthz, /readyz, /openapi.json or paths outside /api, and adds no headers there', async () => {
+    it('never limits /healthz, /readyz, /version, /openapi.json or paths outside /api, and adds no headers there', async () => {
       const c = await client({ rateLimitMax: 1 });
       assert.equal((await c.send({ path: '/api/hello' })).status, 200);
       const over = await c.send({ path: '/api/hello' });
@@ -146,6 +146,7 @@ for (const [transport, connect] of transports) {
         for (const [path, status] of [
           ['/healthz', 200],
           ['/readyz', 200],
+          ['/version', 200],
           ['/openapi.json', 200],
           ['/nope', 404],
           ['/apis', 404],

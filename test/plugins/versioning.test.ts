@@ -144,7 +144,7 @@ for (const [transport, connect] of transports) {
     it('puts API-Version on 404s under /api, and on nothing outside it', async () => {
       assertVersionHeaders(await client.send({ path: '/api/nope' }));
       assertVersionHeaders(await client.send({ path: '/api' }));
-      for (const path of ['/healthz', '/readyz', '/openapi.json', '/nope', '/apix']) {
+      for (const path of ['/healthz', '/readyz', '/version', '/openapi.json', '/nope', '/apix']) {
         const res = await client.send({ path });
         assert.equal(res.headers['api-version'], undefined, path);
         assert.doesNotMatch(String(res.headers.vary), /\bAccept(?!-)/, path);

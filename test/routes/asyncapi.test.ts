@@ -69,7 +69,31 @@ describe('GET /asyncapi.json', () => {
     assert.ok(description.includes('(1024 bytes here, once inflated)'), description);
     assert.ok(description.includes('with 1008 (reason `A message may come in at most 16 fragments.`)'), description);
     assert.match(description, /Every ping is answered, however many come at once/);
-    assert.match(description, /426 without `Upgrade: websocket` or in HTTP\/1\.0/);
+  });
+
+  it('describes the handshake, its 101 and each refusal with its code, which the OpenAPI document leaves to it', async () => {
+    const { doc } = await documentOf('/svc');
+    const { description } = doc.info;
+    assert.match(
+      description,
+      /answered `101 Switching Protocols` with `Upgrade: websocket`, `Connection: Upgrade` and `Sec-WebSocket-Accept`/,
+    );
+    assert.match(
+      description,
+      /error envelope of the API \(`ErrorEnvelope` in the OpenAPI document at `\/svc\/openapi\.json`\)/,
+    );
+    assert.match(
+      description,
+      /426 `UPGRADE_REQUIRED` without `Upgrade: websocket` \(with `Upgrade: websocket` over HTTP\/1\.1\) or in HTTP\/1\.0/,
+    );
+    for (const refusal of [
+      '400 `VALIDATION_ERROR`',
+      '403 `FORBIDDEN`',
+      '429 `RATE_LIMIT_EXCEEDED`',
+      '503 `SERVICE_UNAVAILABLE`',
+    ]) {
+      assert.ok(description.includes(refusal), refusal);
+    }
   });
 
   it('is linked from the OpenAPI document, which the documentation page shows', async () => {

@@ -42,6 +42,13 @@ export type ProfileChanges = Partial<Profile>;
 export interface Health {
   status: 'ok';
 }
+/** Which build answers; `commit` and `build_time` are `unknown` where the build did not know them. */
+export interface BuildVersion {
+  version: string;
+  commit: string;
+  build_time: string;
+  runtime: string;
+}
 /** The data of one event of `GET /api/events`. */
 export interface GreetingEvent {
   id: number;
@@ -753,6 +760,10 @@ export function createClient(options: ClientOptions) {
     },
     async health(callOptions: CallOptions = {}): Promise<Health> {
       return JSON.parse((await call({ method: 'GET', path: '/healthz', ...callOptions })).text);
+    },
+    /** Which build answers: its version, commit, build time and runtime (`GET /version`). */
+    async version(callOptions: CallOptions = {}): Promise<BuildVersion> {
+      return JSON.parse((await call({ method: 'GET', path: '/version', ...callOptions })).text);
     },
     /**
      * `{ status: 'ready' }`, with each check's state in `checks` when `verbose`; a service that is

@@ -10,6 +10,7 @@ import {
   getOpenApi,
   getProfile,
   getReadiness,
+  getVersion,
   listCurrencies,
   search,
 } from './generated/sdk.gen.js';
@@ -31,6 +32,7 @@ await report({
   getCurrency: () => answer(getCurrency({ path: { code: 'EUR' }, query: { fields: ['code', 'rate'] } })),
   getHealth: () => answer(getHealth()),
   getReadiness: () => answer(getReadiness()),
+  getVersion: () => answer(getVersion()),
   getOpenApi: () => answer(getOpenApi()),
   // The generator reads text/event-stream as a stream of the events' data, parsed.
   getEvents: async () => {

@@ -10,6 +10,7 @@ import {
   getOpenApi,
   getProfile,
   getReadiness,
+  getVersion,
   listCurrencies,
   search,
 } from './generated/api.js';
@@ -26,6 +27,7 @@ await report({
   getCurrency: () => getCurrency('EUR', { fields: ['code', 'rate'] }),
   getHealth: () => getHealth(),
   getReadiness: () => getReadiness(),
+  getVersion: () => getVersion(),
   getOpenApi: () => getOpenApi(),
   // The generator reads text/event-stream whole, as text: the events' data lines, parsed.
   getEvents: async () => {
