@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
 import { readFileSync } from 'node:fs';
-import { createServer, type Server } from 'node:http';
+import { createServer, type RequestListener } from 'node:http';
 import { after, before, describe, it } from 'node:test';
 import { context, createTraceState, propagation, ROOT_CONTEXT, TraceFlags, trace } from '@opentelemetry/api';
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
@@ -280,24 +280,31 @@ describe('the client when no answer comes', () => {
   });
 });
 
+/** A server of the test's own, answering as its handler says: its origin, and how to close it with its connections. */
+async function fakeService(handler: RequestListener): Promise<{ origin: string; close: () => void }> {
+  const server = createServer(handler).listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  return {
+    origin: `http://127.0.0.1:${(server.address() as { port: number }).port}`,
+    close: () => {
+      server.closeAllConnections();
+      server.close();
+    },
+  };
+}
+
 describe('the client when the answer is cut short', () => {
-  let server: Server;
   let origin: string;
+  let close: () => void;
   before(async () => {
     // Headers and the start of a body, then a reset (/reset) or silence (/stall).
-    server = createServer((req, res) => {
+    ({ origin, close } = await fakeService((req, res) => {
       res.writeHead(200, { 'content-type': 'application/json', 'content-length': '100' });
       res.write('{"message":');
       if (req.url?.startsWith('/api/hello/reset')) setTimeout(() => res.socket?.destroy(), 100);
-    });
-    server.listen(0, '127.0.0.1');
-    await once(server, 'listening');
-    origin = `http://127.0.0.1:${(server.address() as { port: number }).port}`;
+    }));
   });
-  after(() => {
-    server.closeAllConnections();
-    server.close();
-  });
+  after(() => close());
 
   it('makes a reset while the body is read a NetworkError, with the cause', async () => {
     const error = await rejection(createClient({ baseUrl: origin }).greeting('reset'), NetworkError);
@@ -319,15 +326,15 @@ describe('the client when the answer is cut short', () => {
 });
 
 describe('timeouts', () => {
-  let server: Server;
   let origin: string;
+  let close: () => void;
   /** The requests the server took, by path. */
   const requests: string[] = [];
   before(async () => {
     // /slow-head/<ms>: the head after ms; /stall: headers and the start of a body, then silence;
     // /busy-then/<ms>: 503 after ms with Retry-After: 0, then 200 after ms; /silent: nothing.
     let busy = true;
-    server = createServer((req, res) => {
+    ({ origin, close } = await fakeService((req, res) => {
       const path = req.url ?? '';
       requests.push(path);
       const ms = Number(path.split('/')[2]);
@@ -341,15 +348,9 @@ describe('timeouts', () => {
         busy = !busy;
       }
       if (path === '/stall/api/hello') res.writeHead(200, { 'content-length': '100' }).write('{"message":');
-    });
-    server.listen(0, '127.0.0.1');
-    await once(server, 'listening');
-    origin = `http://127.0.0.1:${(server.address() as { port: number }).port}`;
+    }));
   });
-  after(() => {
-    server.closeAllConnections();
-    server.close();
-  });
+  after(() => close());
 
   it('fails an attempt whose head is late with a TimeoutError naming the method and URL, a NetworkError', {
     timeout: 10_000,
