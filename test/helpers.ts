@@ -76,6 +76,20 @@ export function listeningInSuite(): (overrides?: Partial<Config>) => Promise<Lis
   };
 }
 
+/** The error a promise rejects with, checked to be of `type`. */
+export async function rejection<E extends Error>(
+  promise: Promise<unknown>,
+  type: new (...args: never[]) => E,
+): Promise<E> {
+  try {
+    await promise;
+  } catch (error) {
+    assert.ok(error instanceof type, `${(error as Error).name}: ${(error as Error).message}`);
+    return error;
+  }
+  assert.fail('expected a rejection');
+}
+
 export interface TestResponse {
   status: number;
   headers: Record<string, string | string[] | number | undefined>;

@@ -102,6 +102,15 @@ async function docsTypeErrors(page: string, project: string): Promise<string[]> 
   return typeCheck(blocks, join(project, 'node_modules'));
 }
 
+/**
+ * `npx greeting-service-conformance ...args` in `project`. What npx was told when it started the
+ * tests (`npx -p node@22 -c '...'`, as CI runs them) is left out: this npx would run that instead.
+ */
+function npx(project: string, ...args: string[]): Promise<{ stdout: string; stderr: string }> {
+  const { npm_config_call: _call, npm_config_package: _package, ...env } = process.env;
+  return exec('npx', ['--no-install', 'greeting-service-conformance', ...args], { cwd: project, env });
+}
+
 /** Runs `code` with Node in `cwd`, as a module (`.mjs`) or CommonJS (`.cjs`); resolves with its output. */
 async function runIn(cwd: string, file: string, code: string): Promise<string> {
   await writeFile(join(cwd, file), code);
@@ -254,20 +263,14 @@ describe('the packages (npm pack after npm run build, installed in a project of 
     });
 
     it('runs from the project as npx runs it, against the service, and passes', async () => {
-      const { stdout } = await exec(
-        'npx',
-        ['--no-install', 'greeting-service-conformance', baseUrl, '--only', 'hello'],
-        {
-          cwd: project,
-        },
-      );
+      const { stdout } = await npx(project, baseUrl, '--only', 'hello');
       assert.match(stdout, /^\d+ passed, 0 failed, \d+ skipped/m);
     });
 
     it('says its own name in its help and its errors', async () => {
-      const help = await exec('npx', ['--no-install', 'greeting-service-conformance', '--help'], { cwd: project });
+      const help = await npx(project, '--help');
       assert.match(help.stdout, /^Usage: greeting-service-conformance <base-url> \[options\]$/m);
-      const refused = await exec('npx', ['--no-install', 'greeting-service-conformance'], { cwd: project }).then(
+      const refused = await npx(project).then(
         () => assert.fail('exit 0 without a URL'),
         (error: { code: number; stderr: string }) => error,
       );

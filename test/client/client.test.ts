@@ -19,7 +19,7 @@ import {
 } from '../../packages/client/src/index.js';
 import { buildApp } from '../../src/app.js';
 import type { Config } from '../../src/config/index.js';
-import { LogCapture, listening, testConfig } from '../helpers.js';
+import { LogCapture, listening, rejection, testConfig } from '../helpers.js';
 import { REDIS_SERVER_MISSING, REDIS_SKIP_REASON, RedisServer } from '../redis-server.js';
 import { makeTlsFiles, OPENSSL_MISSING, OPENSSL_SKIP_REASON, type TlsFiles } from '../tls-files.js';
 
@@ -30,17 +30,6 @@ async function serve(
   const app = await buildApp(testConfig(overrides));
   const origin = await app.listen({ host: '127.0.0.1', port: 0 });
   return { app, client: createClient({ baseUrl: origin }), origin };
-}
-
-/** The error a promise rejects with, checked to be of `type`. */
-async function rejection<E extends Error>(promise: Promise<unknown>, type: new (...args: never[]) => E): Promise<E> {
-  try {
-    await promise;
-  } catch (error) {
-    assert.ok(error instanceof type, `${(error as Error).name}: ${(error as Error).message}`);
-    return error;
-  }
-  assert.fail('expected a rejection');
 }
 
 describe('the client, against the service in memory', () => {
@@ -433,38 +422,6 @@ describe('timeouts', () => {
       requests.filter((path) => !path.includes('silent')),
       [],
     );
-  });
-});
-
-describe('the default timeout', () => {
-  it("is 10 s, as ky's", { timeout: 10_000 }, async (t) => {
-    let sent!: () => void;
-    const fetched = new Promise<void>((resolve) => {
-      sent = resolve;
-    });
-    // A fetch that answers only its signal, as the platform's does when nothing comes.
-    const never: typeof fetch = (_input, init) =>
-      new Promise((_resolve, reject) => {
-        init?.signal?.addEventListener('abort', () => reject(init.signal?.reason));
-        sent();
-      });
-    t.mock.timers.enable({ apis: ['setTimeout'] });
-    const call = createClient({ baseUrl: 'http://127.0.0.1:8080', fetch: never }).hello();
-    let settled = false;
-    call
-      .catch(() => {})
-      .finally(() => {
-        settled = true;
-      });
-    await fetched;
-    t.mock.timers.tick(9_999);
-    await new Promise((resolve) => setImmediate(resolve));
-    assert.equal(settled, false);
-    t.mock.timers.tick(1);
-    await new Promise((resolve) => setImmediate(resolve));
-    assert.equal(settled, true, 'the call ended at 10 s');
-    const error = await rejection(call, TimeoutError);
-    assert.equal(error.message, 'GET http://127.0.0.1:8080/api/hello timed out after 10000 ms');
   });
 });
 
