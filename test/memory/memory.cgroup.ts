@@ -258,11 +258,12 @@ describe('memory under attack in a 256 MiB cgroup with a 128 MiB heap', {
         }
       };
       // A gigabyte comes in within a second: what the allocator keeps of it after is used again by
-      // the next such attack, so the second round holds no more than the first left.
+      // the next such attack, so the second round leaves about what the first left (a leak of what
+      // passes through would be hundreds of MiB a round; the heap's settling has been up to +21).
       const first = await attackFor(8, running, attack);
       assertHeld(first, 'bodies that never end', RSS_BOUND_MIB);
       const second = await attackFor(8, running, attack);
-      assertHeld(second, 'bodies that never end, again', first.afterMiB + 16);
+      assertHeld(second, 'bodies that never end, again', first.afterMiB + 64);
     });
   });
 
