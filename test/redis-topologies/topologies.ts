@@ -35,7 +35,11 @@ process.once('exit', () => {
 });
 
 /** Polls `condition` every 50 ms until it holds; fails naming `what` after `ms`. */
-export async function until(what: string, condition: () => Promise<boolean>, ms = 20_000): Promise<number> {
+export async function until(
+  what: string | (() => string),
+  condition: () => Promise<boolean>,
+  ms = 20_000,
+): Promise<number> {
   const started = performance.now();
   for (;;) {
     try {
@@ -43,7 +47,9 @@ export async function until(what: string, condition: () => Promise<boolean>, ms 
     } catch {
       // not up yet
     }
-    if (performance.now() - started > ms) throw new Error(`${what}: not within ${ms} ms`);
+    if (performance.now() - started > ms) {
+      throw new Error(`${typeof what === 'string' ? what : what()}: not within ${ms} ms`);
+    }
     await sleep(50);
   }
 }
@@ -125,10 +131,14 @@ export class RedisProcess {
     child.stdout?.on('data', collect);
     child.stderr?.on('data', collect);
     child.once('exit', () => running.delete(child));
-    await until(`${this.binary} on ${this.port} (${this.#log})`, async () => {
-      if (child.exitCode !== null) throw new Error(`${this.binary} exited: ${this.#log}`);
-      return (await ask(this.port, 'PING')) === 'PONG';
-    });
+    // The log as it is when the wait fails, which says why the process did not answer.
+    await until(
+      () => `${this.binary} on ${this.port} (${this.#log})`,
+      async () => {
+        if (child.exitCode !== null) throw new Error(`${this.binary} exited: ${this.#log}`);
+        return (await ask(this.port, 'PING')) === 'PONG';
+      },
+    );
   }
 
   /** SIGKILL, as a crash: nothing saved, connections dropped. */
