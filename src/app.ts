@@ -324,7 +324,6 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
       profileStore: options.profileStore ?? stores.profile,
       streams: eventStreams,
       readiness,
-      requestLog,
       registry: config.metricsEnabled ? app.metricsRegistry : null,
       bodyLimit: config.bodyLimit,
       requestTimeoutMs: config.requestTimeoutMs,

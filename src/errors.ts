@@ -128,6 +128,8 @@ export class ApiError extends Error {
     readonly details: ErrorDetail[] = [],
     /** Extra response headers, e.g. `Allow` on a 405. */
     readonly headers: Readonly<Record<string, string>> = {},
+    /** The gRPC status a gRPC call gets, where it is not the one its HTTP status maps to. */
+    readonly grpcStatus: number | null = null,
   ) {
     super(message);
   }
@@ -223,13 +225,16 @@ export function injectedCode(status: number): EnvelopeCode {
 export function injectedError(
   status: number,
   by: string,
-  { allow, http2 }: { allow: string; http2: boolean },
+  { allow, http2, grpcStatus = null }: { allow: string; http2: boolean; grpcStatus?: number | null },
 ): ApiError {
+  const answered = grpcStatus === null ? String(status) : `gRPC status ${grpcStatus}`;
   const message =
-    status === 500 ? GENERIC_MESSAGE : `Injected fault: answered ${status} instead of being served (${by}).`;
+    status === 500 && grpcStatus === null
+      ? GENERIC_MESSAGE
+      : `Injected fault: answered ${answered} instead of being served (${by}).`;
   const headers: Record<string, string> = { ...STATUS_HEADERS[status], ...(status === 405 && { allow }) };
   if (http2) for (const name of CONNECTION_FIELDS) delete headers[name];
-  return new ApiError(status, injectedCode(status), message, [], headers);
+  return new ApiError(status, injectedCode(status), message, [], headers, grpcStatus);
 }
 
 /**

@@ -32,7 +32,8 @@ export interface FaultSettings {
 /** What is done to one request, in this order: held, then answered `abort` (else served), its body paced, its connection broken. */
 export interface FaultPlan {
   delay: { ms: number; source: FaultSource } | null;
-  abort: { status: number; source: FaultSource } | null;
+  /** The status answered instead; for a gRPC call that asked by Envoy's gRPC header, the gRPC status too. */
+  abort: { status: number; grpcStatus: number | null; source: FaultSource } | null;
   /** KiB per second the answer's body is sent at, at most. */
   throughput: number | null;
   connection: ConnectionFault | null;
@@ -41,6 +42,7 @@ export interface FaultPlan {
 /** Envoy's header names (its fault filter's documentation, "Controlling fault injection via HTTP headers"). */
 export const FAULT_HEADERS = {
   abort: 'x-envoy-fault-abort-request',
+  abortGrpc: 'x-envoy-fault-abort-grpc-request',
   abortPercentage: 'x-envoy-fault-abort-request-percentage',
   delay: 'x-envoy-fault-delay-request',
   delayPercentage: 'x-envoy-fault-delay-request-percentage',
@@ -50,6 +52,12 @@ export const FAULT_HEADERS = {
 } as const;
 
 /** Whether any setting turns fault injection on: otherwise nothing of it is installed. */
+/**
+ * The HTTP status of each gRPC status from 1 to 16, as gRPC's own mapping (google.rpc.Code) gives
+ * it: what an aborted call's envelope and counts say.
+ */
+const HTTP_STATUS_OF_GRPC = [499, 500, 400, 504, 404, 409, 403, 429, 400, 409, 400, 501, 500, 503, 500, 401];
+
 export function faultsOn(settings: FaultSettings): boolean {
   return settings.errorRate > 0 || settings.delayRate > 0 || settings.headers;
 }
@@ -88,7 +96,7 @@ export class FaultChooser {
   }
 
   /** The faults of a request with these headers, or null for none. */
-  plan(headers: Headers): FaultPlan | null {
+  plan(headers: Headers, grpc = false): FaultPlan | null {
     const settings = this.#settings;
     const random = this.#random;
     let delay: FaultPlan['delay'] = null;
@@ -105,10 +113,18 @@ export class FaultChooser {
         delayAsked = true;
         if (applies(headers, FAULT_HEADERS.delayPercentage, random)) delay = { ms, source: 'headers' };
       }
-      const status = unsigned(headers[FAULT_HEADERS.abort]);
+      // A gRPC call may ask for a gRPC status (1 to 16), which then decides, as Envoy decides it.
+      const grpcStatus = grpc ? unsigned(headers[FAULT_HEADERS.abortGrpc]) : null;
+      const status =
+        grpcStatus !== null && grpcStatus >= 1 && grpcStatus <= 16
+          ? (HTTP_STATUS_OF_GRPC[grpcStatus - 1] as number)
+          : unsigned(headers[FAULT_HEADERS.abort]);
       if (status !== null && status >= 200 && status < 600) {
         abortAsked = true;
-        if (applies(headers, FAULT_HEADERS.abortPercentage, random)) abort = { status, source: 'headers' };
+        if (applies(headers, FAULT_HEADERS.abortPercentage, random)) {
+          const asked = grpcStatus !== null && grpcStatus >= 1 && grpcStatus <= 16 ? grpcStatus : null;
+          abort = { status, grpcStatus: asked, source: 'headers' };
+        }
       }
       const kibps = unsigned(headers[FAULT_HEADERS.throughput]);
       if (kibps !== null && kibps > 0 && applies(headers, FAULT_HEADERS.throughputPercentage, random)) {
@@ -123,7 +139,7 @@ export class FaultChooser {
       delay = { ms: min + Math.floor(random() * (max - min + 1)), source: 'settings' };
     }
     if (!abortAsked && settings.errorRate > 0 && random() < settings.errorRate) {
-      abort = { status: settings.errorStatus, source: 'settings' };
+      abort = { status: settings.errorStatus, grpcStatus: null, source: 'settings' };
     }
     if (delay === null && abort === null && throughput === null && connection === null) return null;
     return { delay, abort, throughput, connection };

@@ -17,7 +17,6 @@ import {
 } from '@connectrpc/connect-node';
 import type { FastifyError, FastifyPluginAsync, FastifyRequest } from 'fastify';
 import { ApiError } from '../errors.js';
-import type { RequestLog } from '../logging/request-log.js';
 import { toApiError } from '../plugins/errors.js';
 import type { GrpcMetrics } from './metrics.js';
 import { type GrpcCode, OK, sendGrpcError, toConnectError } from './status.js';
@@ -44,7 +43,6 @@ export interface GrpcRoutesOptions {
   bodyLimit: number;
   /** The most a unary call may take, whatever its deadline: REQUEST_TIMEOUT_MS. */
   requestTimeoutMs: number;
-  requestLog: RequestLog;
   metrics: GrpcMetrics | null;
 }
 
@@ -98,7 +96,14 @@ declare module 'fastify' {
   interface FastifyRequest {
     grpcCall: Call | null;
   }
+  interface FastifyContextConfig {
+    /** An RPC's route: its service and method, for its span (OpenTelemetry's RPC conventions). */
+    rpc?: { service: string; method: string };
+  }
 }
+
+/** The longest a Node timer waits: longer is taken as 1 ms. */
+const MAX_TIMER_MS = 2 ** 31 - 1;
 
 const DEADLINE_EXCEEDED = () => new ConnectError('the deadline passed', Code.DeadlineExceeded);
 
@@ -111,7 +116,7 @@ const DEADLINE_EXCEEDED = () => new ConnectError('the deadline passed', Code.Dea
  * passing then, is answered in the call's protocol by `sendGrpcError`.
  */
 export const grpcRoutes: FastifyPluginAsync<GrpcRoutesOptions> = async (app, options) => {
-  const { bodyLimit, requestTimeoutMs, requestLog, metrics } = options;
+  const { bodyLimit, requestTimeoutMs, metrics } = options;
   const router = createConnectRouter({
     readMaxBytes: bodyLimit,
     acceptCompression: [compressionGzip],
@@ -126,7 +131,9 @@ export const grpcRoutes: FastifyPluginAsync<GrpcRoutesOptions> = async (app, opt
   app.addContentTypeParser('*', (_request, _payload, done) => done(null));
   app.setErrorHandler((error, request, reply) => {
     const shaped = toApiError(error as FastifyError, request);
-    return sendGrpcError(toConnectError(shaped, request.id), request, reply);
+    // The rate limit's Retry-After is set on the reply, not carried by its error.
+    const retryAfter = shaped.headers['retry-after'] ?? reply.getHeader('retry-after');
+    return sendGrpcError(toConnectError(shaped, request.id, undefined, retryAfter), request, reply);
   });
 
   const endCall = (request: FastifyRequest): void => {
@@ -143,13 +150,15 @@ export const grpcRoutes: FastifyPluginAsync<GrpcRoutesOptions> = async (app, opt
       method: handler.allowedMethods,
       url: handler.requestPath,
       schema: { hide: true },
+      config: { rpc: { service, method } },
       onRequest: (request, reply, done) => {
         const call: Call = { controller: new AbortController(), timer: undefined, handled: false };
         request.grpcCall = call;
         metrics?.started(service, method, type);
         const timeout = timeoutOf(request);
         const limit = unary ? Math.min(timeout ?? requestTimeoutMs, requestTimeoutMs) : timeout;
-        if (limit !== null) {
+        // A deadline past what a timer can hold (about 24.8 days) is no deadline for a server.
+        if (limit !== null && limit <= MAX_TIMER_MS) {
           call.timer = setTimeout(() => {
             call.controller.abort(DEADLINE_EXCEEDED());
             if (!call.handled && !reply.sent) sendGrpcError(DEADLINE_EXCEEDED(), request, reply);
@@ -168,7 +177,6 @@ export const grpcRoutes: FastifyPluginAsync<GrpcRoutesOptions> = async (app, opt
         call.handled = true;
         reply.hijack();
         const res = reply.raw;
-        res.once('close', () => requestLog.requestCompleted(null, request, reply));
         const universal = universalRequestFromNodeRequest(
           request.raw,
           res,

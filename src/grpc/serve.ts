@@ -3,7 +3,6 @@ import type { Registry } from 'prom-client';
 import { Collection } from '../domain/collection.js';
 import { CURRENCY_COLLECTION } from '../domain/currencies.js';
 import type { SchemaCode } from '../lib/schema-code.js';
-import type { RequestLog } from '../logging/request-log.js';
 import type { EventStreams } from '../services/event-streams.js';
 import type { Readiness } from '../services/readiness.js';
 import type { ProfileStore } from '../stores/profile.js';
@@ -23,7 +22,6 @@ export interface GrpcServicesOptions {
   profileStore: ProfileStore;
   streams: EventStreams;
   readiness: Readiness;
-  requestLog: RequestLog;
   /** Where the calls are counted; null without metrics. */
   registry: Registry | null;
   bodyLimit: number;
@@ -54,7 +52,6 @@ export const grpcServices: FastifyPluginAsync<GrpcServicesOptions> = async (app,
     known: [...LISTED, ReflectionV1, ReflectionV1Alpha],
     bodyLimit: options.bodyLimit,
     requestTimeoutMs: options.requestTimeoutMs,
-    requestLog: options.requestLog,
     metrics: options.registry === null ? null : new GrpcMetrics(options.registry),
   });
 };

@@ -70,7 +70,8 @@ export function codeOfStatus(status: number): Code {
 export function toConnectError(
   error: ApiError,
   requestId: string,
-  code = codeOfStatus(error.statusCode),
+  code = (error.grpcStatus as Code | null) ?? codeOfStatus(error.statusCode),
+  retryAfter: unknown = error.headers['retry-after'],
 ): ConnectError {
   const details: OutgoingDetail[] = [{ desc: ErrorInfoSchema, value: { reason: error.code, domain: ERROR_DOMAIN } }];
   if (error.details.length > 0) {
@@ -78,9 +79,9 @@ export function toConnectError(
     details.push({ desc: BadRequestSchema, value: { fieldViolations } });
   }
   details.push({ desc: RequestInfoSchema, value: { requestId } });
-  const retryAfter = Number(error.headers['retry-after']);
-  if (retryAfter > 0) {
-    details.push({ desc: RetryInfoSchema, value: { retryDelay: { seconds: BigInt(retryAfter) } } });
+  const seconds = Number(retryAfter);
+  if (Number.isSafeInteger(seconds) && seconds > 0) {
+    details.push({ desc: RetryInfoSchema, value: { retryDelay: { seconds: BigInt(seconds) } } });
   }
   return new ConnectError(error.message, code, undefined, details);
 }

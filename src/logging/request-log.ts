@@ -201,6 +201,8 @@ export class RequestLog extends LogController {
     const trace = failure != null || this.#enabled ? this.#traceIdsOf(request) : null;
     const fault = this.#faultsOf === null ? null : this.#faultsOf(request);
     const eventsSent = this.#eventsSentOf(request);
+    // A gRPC call's status, as its grpc-status says it; undefined on a request of no gRPC route.
+    const grpcStatus = request.grpcCode ?? null;
     // "1.1" or "2.0", as Node's parser read it.
     const version = this.#httpVersion ? request.raw.httpVersion : undefined;
     if (failure != null) {
@@ -214,6 +216,7 @@ export class RequestLog extends LogController {
         status: reply.statusCode,
         ...(fault !== null && { fault }),
         ...(eventsSent !== null && { events_sent: eventsSent }),
+        ...(grpcStatus !== null && { grpc_status: grpcStatus }),
       };
       request.log.error({ ...line, duration_ms: durationMs, err: failure }, 'request failed');
     } else if (this.#enabled) {
@@ -225,6 +228,7 @@ export class RequestLog extends LogController {
           `${version === undefined ? '' : `,"http_version":"${version}"`}${this.#routePiece(route)}` +
           `${reply.statusCode}${fault === null ? '' : `,"fault":"${fault}"`}` +
           `${eventsSent === null ? '' : `,"events_sent":${eventsSent}`}` +
+          `${grpcStatus === null ? '' : `,"grpc_status":${grpcStatus}`}` +
           `,"duration_ms":${durationMs},"msg":"request completed"}\n`,
       );
     }

@@ -262,12 +262,13 @@ export const faultsPlugin = fp(
         return;
       }
       injected(request, reply, 'abort', abort.source);
-      const { status } = abort;
+      const { status, grpcStatus } = abort;
       answerCounter(status)?.inc();
-      const by = abort.source === 'settings' ? 'FAULT_ERROR_RATE' : FAULT_HEADERS.abort;
+      const header = grpcStatus === null ? FAULT_HEADERS.abort : FAULT_HEADERS.abortGrpc;
+      const by = abort.source === 'settings' ? 'FAULT_ERROR_RATE' : header;
       if (status >= 400) {
         const allow = [...(methods.get(request.routeOptions.url ?? '') ?? [])].join(', ');
-        done(injectedError(status, by, { allow, http2: isHttp2(request) }));
+        done(injectedError(status, by, { allow, http2: isHttp2(request), grpcStatus }));
         return;
       }
       // A success or a redirect has no envelope: the status alone, with no body, as Envoy answers it.
@@ -275,7 +276,7 @@ export const faultsPlugin = fp(
     };
 
     const injectFaults: onRequestHookHandler = function injectFaults(request, reply, done) {
-      const plan = chooser.plan(request.headers);
+      const plan = chooser.plan(request.headers, request.routeOptions.config.rpc !== undefined);
       if (plan === null) return done();
       request.faults = { plan, injected: [] };
       if (plan.delay === null) return abortOrServe(request, reply, done);

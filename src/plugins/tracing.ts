@@ -34,6 +34,12 @@ export interface TracingOptions {
 }
 
 /** The methods HTTP's semantic conventions name; any other is `_OTHER`. */
+/**
+ * The gRPC statuses that make a server's span an error (OpenTelemetry's RPC conventions): UNKNOWN,
+ * DEADLINE_EXCEEDED, UNIMPLEMENTED, INTERNAL, UNAVAILABLE and DATA_LOSS; the others are the client's.
+ */
+const SERVER_FAULT_CODES = new Set([2, 4, 12, 13, 14, 15]);
+
 const KNOWN_METHODS = new Set([
   'GET',
   'HEAD',
@@ -97,7 +103,11 @@ export const tracingPlugin = fp(
     const begin = (request: FastifyRequest, startTime?: number): Span => {
       const method = KNOWN_METHODS.has(request.method) ? request.method : '_OTHER';
       const route = request.is404 ? undefined : request.routeOptions.url;
-      const name = `${method === '_OTHER' ? 'HTTP' : method}${route === undefined ? '' : ` ${route}`}`;
+      const rpc = request.is404 ? undefined : request.routeOptions.config.rpc;
+      const name =
+        rpc === undefined
+          ? `${method === '_OTHER' ? 'HTTP' : method}${route === undefined ? '' : ` ${route}`}`
+          : `${rpc.service}/${rpc.method}`;
       const options = { kind: SpanKind.SERVER, ...(startTime !== undefined && { startTime }) };
       const span = tracer.startSpan(name, options, parentContext(request));
       if (!span.isRecording()) return span;
@@ -117,6 +127,12 @@ export const tracingPlugin = fp(
       if (method === '_OTHER') attributes['http.request.method_original'] = request.method;
       if (route !== undefined) attributes['http.route'] = route;
       if (request.port !== null) attributes['server.port'] = request.port;
+      if (rpc !== undefined) {
+        const connect = !request.headers['content-type']?.startsWith('application/grpc');
+        attributes['rpc.system'] = connect ? 'connect_rpc' : 'grpc';
+        attributes['rpc.service'] = rpc.service;
+        attributes['rpc.method'] = rpc.method;
+      }
       const userAgent = request.headers['user-agent'];
       if (userAgent !== undefined) attributes['user_agent.original'] = userAgent;
       return span.setAttributes(attributes);
@@ -151,7 +167,14 @@ export const tracingPlugin = fp(
       if (!span.isRecording()) return;
       const status = reply.statusCode;
       span.setAttribute('http.response.status_code', status);
-      if (status >= 500) {
+      const grpcStatus = request.grpcCode ?? null;
+      if (grpcStatus !== null) {
+        span.setAttribute('rpc.grpc.status_code', grpcStatus);
+        if (SERVER_FAULT_CODES.has(grpcStatus)) {
+          span.setStatus({ code: SpanStatusCode.ERROR });
+          span.setAttribute('error.type', String(grpcStatus));
+        }
+      } else if (status >= 500) {
         span.setStatus({ code: SpanStatusCode.ERROR });
         span.setAttribute('error.type', String(status));
       }

@@ -39,11 +39,27 @@ describe('FaultChooser: the headers, read as Envoy reads them', () => {
     for (const status of ['200', '204', '302', '418', '503', '599', ' 503 ', '+503']) {
       assert.deepEqual(plan({ 'x-envoy-fault-abort-request': status })?.abort, {
         status: Number(status.trim()),
+        grpcStatus: null,
         source: 'headers',
       });
     }
     for (const status of ['199', '600', '0', '-503', '503.0', '5e2', 'abc', '', '99999999999999999999']) {
       assert.equal(plan({ 'x-envoy-fault-abort-request': status }), null, JSON.stringify(status));
+    }
+  });
+
+  it("takes a gRPC call's gRPC status from 1 to 16 before the HTTP status, and ignores it elsewhere", () => {
+    const grpcPlan = (headers: Record<string, string>) => new FaultChooser(HEADERS, draws()).plan(headers, true);
+    const both = { 'x-envoy-fault-abort-grpc-request': '14', 'x-envoy-fault-abort-request': '418' };
+    assert.deepEqual(grpcPlan(both)?.abort, { status: 503, grpcStatus: 14, source: 'headers' });
+    assert.deepEqual(grpcPlan({ 'x-envoy-fault-abort-grpc-request': '9' })?.abort, {
+      status: 400,
+      grpcStatus: 9,
+      source: 'headers',
+    });
+    assert.deepEqual(plan(both)?.abort, { status: 418, grpcStatus: null, source: 'headers' });
+    for (const status of ['0', '17', 'abc', '-1']) {
+      assert.equal(grpcPlan({ 'x-envoy-fault-abort-grpc-request': status }), null, status);
     }
   });
 
@@ -124,7 +140,11 @@ describe('FaultChooser: the settings', () => {
 
   it('answers FAULT_ERROR_RATE of requests with FAULT_ERROR_STATUS', () => {
     const settings = { ...OFF, errorRate: 0.1, errorStatus: 500 };
-    assert.deepEqual(new FaultChooser(settings, draws(0.05)).plan({})?.abort, { status: 500, source: 'settings' });
+    assert.deepEqual(new FaultChooser(settings, draws(0.05)).plan({})?.abort, {
+      status: 500,
+      grpcStatus: null,
+      source: 'settings',
+    });
     assert.equal(new FaultChooser(settings, draws(0.1)).plan({}), null);
   });
 
@@ -133,7 +153,7 @@ describe('FaultChooser: the settings', () => {
     const plan = new FaultChooser(settings, draws(0.1, 0.3, 0.2)).plan({});
     assert.deepEqual(plan, {
       delay: { ms: 10, source: 'settings' },
-      abort: { status: 503, source: 'settings' },
+      abort: { status: 503, grpcStatus: null, source: 'settings' },
       throughput: null,
       connection: null,
     });
