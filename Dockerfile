@@ -10,7 +10,8 @@ COPY packages/client/package.json ./packages/client/
 COPY packages/conformance/package.json ./packages/conformance/
 # --ignore-scripts: `prepare` would build before the sources are there; the build is the next step.
 RUN npm ci --ignore-scripts
-COPY tsconfig.json tsconfig.build.json ./
+COPY tsconfig.json tsconfig.build.json buf.yaml buf.gen.yaml ./
+COPY proto ./proto
 COPY src ./src
 COPY packages/client/src ./packages/client/src
 COPY packages/conformance/src ./packages/conformance/src
@@ -37,6 +38,7 @@ COPY packages/client/package.json ./packages/client/
 COPY packages/conformance/package.json ./packages/conformance/
 RUN npm ci --omit=dev --ignore-scripts && npm cache clean --force
 COPY --from=build /app/dist ./dist
+COPY --from=build /app/proto ./proto
 COPY --from=build /app/packages/conformance/dist ./packages/conformance/dist
 # The OCI annotations (image-spec annotations.md): the build's from the build arguments, the rest
 # as package.json says them. Declared after the dependencies' layers, which a new commit leaves cached.

@@ -44,6 +44,7 @@ import { helloRoutes } from './routes/hello.js';
 import { metricsRoute } from './routes/metrics.js';
 import { openapiRoute } from './routes/openapi.js';
 import { profileRoutes } from './routes/profile.js';
+import { protoRoutes } from './routes/proto.js';
 import { searchRoutes } from './routes/search.js';
 import { versionRoutes } from './routes/version.js';
 import { EventStreams } from './services/event-streams.js';
@@ -306,6 +307,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
         await service.register(adminRoutes, { tokenFile: config.adminTokenFile, readiness });
       }
       await service.register(openapiRoute);
+      if (config.grpc) await service.register(protoRoutes);
       await service.register(asyncapiRoute, {
         contextPath: config.contextPath,
         maxMessageBytes: config.wsMaxMessageBytes,

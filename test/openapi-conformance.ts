@@ -53,6 +53,7 @@ export class DocumentConformance {
   readonly #routes: Route[] = [];
   /** Where the documentation page lives: its routes are not operations of the API. */
   readonly #docs: string;
+  readonly #proto: string;
 
   constructor(document: Json) {
     this.#document = document;
@@ -82,6 +83,7 @@ export class DocumentConformance {
       }
     }
     this.#docs = `${context}/docs`;
+    this.#proto = `${context}/proto`;
   }
 
   /** The unversioned path of the operations under `/api`. */
@@ -171,7 +173,13 @@ export class DocumentConformance {
         return { pointer: other.pointer, operationId: `${other.operation.operationId} (path)`, operation: false };
       }
     }
-    if (candidates.some((candidate) => candidate === this.#docs || candidate.startsWith(`${this.#docs}/`))) {
+    // The documentation page's files, and the .proto files, are no operations.
+    const files = (candidate: string) =>
+      candidate === this.#docs ||
+      candidate.startsWith(`${this.#docs}/`) ||
+      candidate === this.#proto ||
+      candidate.startsWith(`${this.#proto}/`);
+    if (candidates.some(files)) {
       return 'undocumented';
     }
     const api = candidates.some((candidate) => candidate === this.apiBase || candidate.startsWith(`${this.apiBase}/`));

@@ -307,7 +307,7 @@ console.log(JSON.stringify([GROUPS.includes('hello'), report.failed, report.pass
   });
 
   describe('the service, greeting-service', () => {
-    it('ships no module of a source that is gone (the build starts from an empty dist/), and no package of the workspace', async () => {
+    it('ships no module of a source that is gone (the build starts from an empty dist/), no package of the workspace, and its .proto files', async () => {
       const sourceFiles = new Set((await sources(join(ROOT, 'src'))).map((file) => relative(ROOT, file)));
       const bundled = /^dist\/(?:main\.[\w-]+\.js|schema-code-table\.cjs)$/;
       const compiled = service.files.filter((file) => /\.(?:js|cjs)$/.test(file) && !bundled.test(file));
@@ -317,7 +317,17 @@ console.log(JSON.stringify([GROUPS.includes('hello'), report.failed, report.pass
       assert.deepEqual(stale, []);
       assert.deepEqual(
         service.files.filter((file) => !file.startsWith('dist/')),
-        ['README.md', 'package.json'],
+        [
+          'README.md',
+          'package.json',
+          'proto/greeting/v1/greeting.proto',
+          'proto/vendor/google/rpc/error_details.proto',
+          'proto/vendor/google/rpc/status.proto',
+          'proto/vendor/grpc/health/v1/health.proto',
+          'proto/vendor/grpc/reflection/v1/reflection.proto',
+          'proto/vendor/grpc/reflection/v1alpha/reflection.proto',
+          'proto/vendor/helloworld/helloworld.proto',
+        ],
       );
     });
 

@@ -29,14 +29,16 @@ const notFound = (message: string): Answer['messageResponse'] => ({
 });
 
 /**
- * Server reflection (`grpc.reflection.v1` and `v1alpha`, the same messages) of `services`: what
- * grpcurl, buf curl and Postman ask to list the services and read their definitions. The answers
- * are made once per question; the files come from the code generated from the `.proto` files.
+ * Server reflection (`grpc.reflection.v1` and `v1alpha`, the same messages) of `services`, and of
+ * the types of `alsoFiles` (the error details a status carries, so that a tool can show them): what
+ * grpcurl, buf curl and Postman ask to list the services and read their definitions. The files
+ * come from the code generated from the `.proto` files.
  */
 export function reflectionService(
   services: readonly DescService[],
+  alsoFiles: readonly DescFile[],
 ): ServiceImpl<typeof V1> & ServiceImpl<typeof V1Alpha> {
-  const byName = withImports(services.map((service) => service.file));
+  const byName = withImports([...services.map((service) => service.file), ...alsoFiles]);
   const registry = createRegistry(...byName.values());
   const listed: Answer['messageResponse'] = {
     case: 'listServicesResponse',

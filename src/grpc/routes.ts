@@ -18,6 +18,7 @@ import {
 import type { FastifyError, FastifyPluginAsync, FastifyRequest } from 'fastify';
 import { ApiError } from '../errors.js';
 import { toApiError } from '../plugins/errors.js';
+import { keptWhileQuiet } from '../routes/events.js';
 import type { GrpcMetrics } from './metrics.js';
 import { type GrpcCode, OK, sendGrpcError, toConnectError } from './status.js';
 
@@ -47,29 +48,37 @@ export interface GrpcRoutesOptions {
 }
 
 /** What a handler throws as its call's status: the contract's errors become their gRPC status and details. */
-function statusOf(error: unknown, request: FastifyRequest | null): ConnectError {
-  const status = error instanceof ApiError ? toConnectError(error, request?.id ?? '') : ConnectError.from(error);
-  if (request !== null) request.grpcCode = status.code;
+function statusOf(error: unknown, request: FastifyRequest): ConnectError {
+  // A status the handler chose stands; anything else is shaped as for HTTP: a failure it did not mean is INTERNAL, logged.
+  if (error instanceof ConnectError) {
+    request.grpcCode = error.code;
+    return error;
+  }
+  const shaped = toApiError(error as FastifyError, request);
+  if (shaped.statusCode >= 500 && !(error instanceof ApiError)) request.failure = error as Error;
+  const status = toConnectError(shaped, request.id);
+  request.grpcCode = status.code;
   return status;
 }
 
 /** A stream's messages, its call's status noted when it ends. */
-async function* noted<T>(messages: AsyncIterable<T>, request: FastifyRequest | null): AsyncIterable<T> {
+async function* noted<T>(messages: AsyncIterable<T>, request: FastifyRequest): AsyncIterable<T> {
   try {
     yield* messages;
   } catch (error) {
     throw statusOf(error, request);
   }
-  if (request !== null) request.grpcCode = OK;
+  request.grpcCode = OK;
 }
 
 /** Each call's status, noted for its log line and metrics, its errors as the contract's. */
 const outcome: Interceptor = (next) => async (call) => {
   const request = call.contextValues.get(FASTIFY_REQUEST);
+  if (request === null) return next(call); // every call of the routes below has its request
   try {
     const answer = await next(call);
     if (answer.stream) return { ...answer, message: noted(answer.message, request) };
-    if (request !== null) request.grpcCode = OK;
+    request.grpcCode = OK;
     return answer;
   } catch (error) {
     throw statusOf(error, request);
@@ -150,7 +159,7 @@ export const grpcRoutes: FastifyPluginAsync<GrpcRoutesOptions> = async (app, opt
       method: handler.allowedMethods,
       url: handler.requestPath,
       schema: { hide: true },
-      config: { rpc: { service, method } },
+      config: { rpc: { service, method }, bodyReadByHandler: true },
       onRequest: (request, reply, done) => {
         const call: Call = { controller: new AbortController(), timer: undefined, handled: false };
         request.grpcCall = call;
@@ -177,6 +186,7 @@ export const grpcRoutes: FastifyPluginAsync<GrpcRoutesOptions> = async (app, opt
         call.handled = true;
         reply.hijack();
         const res = reply.raw;
+        if (!unary) keptWhileQuiet(res);
         const universal = universalRequestFromNodeRequest(
           request.raw,
           res,

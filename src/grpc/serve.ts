@@ -6,6 +6,7 @@ import type { SchemaCode } from '../lib/schema-code.js';
 import type { EventStreams } from '../services/event-streams.js';
 import type { Readiness } from '../services/readiness.js';
 import type { ProfileStore } from '../stores/profile.js';
+import { file_google_rpc_error_details } from './generated/google/rpc/error_details_pb.js';
 import { GreetingService } from './generated/greeting/v1/greeting_pb.js';
 import { Health } from './generated/grpc/health/v1/health_pb.js';
 import { ServerReflection as ReflectionV1 } from './generated/grpc/reflection/v1/reflection_pb.js';
@@ -40,7 +41,7 @@ export const grpcServices: FastifyPluginAsync<GrpcServicesOptions> = async (app,
     streams: options.streams,
   });
   const health = healthService(options.readiness);
-  const reflection = reflectionService(LISTED);
+  const reflection = reflectionService(LISTED, [file_google_rpc_error_details]);
   await app.register(grpcRoutes, {
     services: (router) => {
       router.service(Greeter, greeterService);

@@ -276,11 +276,19 @@ function isDecoded(coding: string): boolean {
   return coding === 'x-gzip' || (DECODED as string[]).includes(coding);
 }
 
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    /** The route's handler reads the body itself, in its own framing (a gRPC call's messages): none of this applies. */
+    bodyReadByHandler?: boolean;
+  }
+}
+
 export const jsonBodyPlugin = fp(
   async (app: FastifyInstance, { http2 = false }: { http2?: boolean } = {}) => {
     // Last of each body route's preParsing hooks, where Fastify would refuse the media type.
     app.addHook('onRoute', (route) => {
       if (![route.method].flat().some((method) => BODY_METHODS.has(method))) return;
+      if (route.config?.bodyReadByHandler === true) return;
       route.preParsing = [...[route.preParsing ?? []].flat(), ...(http2 ? [untypedHttp2Body] : []), decodedBody];
     });
     app.decorateRequest('rawJson', null);

@@ -68,7 +68,8 @@ const PAGE_SECURITY: HeaderSet = (() => {
 export const METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH'];
 /**
  * The request headers the service reads, besides those browsers always allow: a page whose
- * requests are traced sends `traceparent` and `tracestate` too.
+ * requests are traced sends `traceparent` and `tracestate` too; gRPC-Web and Connect clients
+ * theirs (those ConnectRPC's `cors.allowedHeaders` lists).
  */
 const ALLOWED_HEADERS = [
   'Accept',
@@ -79,8 +80,13 @@ const ALLOWED_HEADERS = [
   'X-Request-Id',
   'traceparent',
   'tracestate',
+  'Connect-Protocol-Version',
+  'Connect-Timeout-Ms',
+  'Grpc-Timeout',
+  'X-Grpc-Web',
+  'X-User-Agent',
 ];
-/** The response headers a script may read, besides the always-safe ones. */
+/** The response headers a script may read, besides the always-safe ones; a gRPC-Web call's status among them. */
 const EXPOSED_HEADERS = [
   'X-Request-Id',
   'ETag',
@@ -89,6 +95,9 @@ const EXPOSED_HEADERS = [
   'RateLimit-Reset',
   'Retry-After',
   'API-Version',
+  'Grpc-Status',
+  'Grpc-Message',
+  'Grpc-Status-Details-Bin',
 ];
 /** How long, in seconds, a browser may reuse a preflight's answer. */
 const PREFLIGHT_MAX_AGE = 600;

@@ -107,6 +107,17 @@ export interface EventsRoutesOptions {
 }
 
 /**
+ * Over HTTP/1.1, a connection on which nothing moved for the connection timeout is closed; between
+ * two messages of a stream, the service is the one waiting, so only one whose client stopped reading
+ * (bytes left unsent) is. Over HTTP/2, the session's own watch tells a stalled stream from a quiet one.
+ */
+export function keptWhileQuiet(res: FastifyReply['raw']): void {
+  res.on('timeout', (socket: Socket) => {
+    if (socket.writableLength > 0) socket.destroy();
+  });
+}
+
+/**
  * Ends the stream when its response closes, however: its client gone, the connection broken, or
  * the answer finished. Over HTTP/1.1, a response its client left before it finished gets its one
  * log line here, as Fastify writes none for it (over HTTP/2, Fastify does, as the stream closes);
@@ -114,12 +125,7 @@ export interface EventsRoutesOptions {
  */
 function endWithResponse(request: FastifyRequest, reply: FastifyReply, requestLog: RequestLog, end: () => void): void {
   const res = reply.raw;
-  // Over HTTP/1.1, a connection on which nothing moved for the connection timeout is closed; between
-  // two events of a stream, the service is the one waiting, so only one whose client stopped reading
-  // (bytes left unsent) is. Over HTTP/2, the session's own watch tells a stalled stream from a quiet one.
-  res.on('timeout', (socket: Socket) => {
-    if (socket.writableLength > 0) socket.destroy();
-  });
+  keptWhileQuiet(res);
   res.once('close', () => {
     end();
     if (request.raw.httpVersionMajor !== 2 && !res.writableFinished && res.statusCode !== 0) {

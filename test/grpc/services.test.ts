@@ -1,7 +1,12 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { Code, ConnectError, createClient, type Transport } from '@connectrpc/connect';
-import { createConnectTransport, createGrpcTransport, createGrpcWebTransport } from '@connectrpc/connect-node';
+import {
+  compressionGzip,
+  createConnectTransport,
+  createGrpcTransport,
+  createGrpcWebTransport,
+} from '@connectrpc/connect-node';
 import {
   BadRequestSchema,
   ErrorInfoSchema,
@@ -193,6 +198,13 @@ describe('gRPC services', () => {
         );
       });
 
+      test('a stream quieter than the request timeout is kept open', async () => {
+        const { greeting } = await clients({ requestTimeoutMs: 300, headersTimeoutMs: 300 });
+        const ids: number[] = [];
+        for await (const message of greeting.streamGreetings({ count: 2, intervalMs: 1200 })) ids.push(message.id);
+        assert.deepEqual(ids, [1, 2]);
+      });
+
       test('health is SERVING for the server and the service, NOT_FOUND for another', async () => {
         const { health } = await clients();
         assert.equal((await health.check({})).status, HealthCheckResponse_ServingStatus.SERVING);
@@ -278,6 +290,25 @@ describe('gRPC services', () => {
         );
         assert.ok(!text.includes('route="/helloworld.Greeter/SayHello"'));
       });
+    });
+  }
+
+  for (const [protocol, httpVersion] of [
+    ['connect', '1.1'],
+    ['grpc-web', '1.1'],
+    ['grpc', '2'],
+  ] as const) {
+    test(`a ${protocol} message sent and answered in gzip is read once and answered in gzip`, async () => {
+      const server = await serve({ http2: httpVersion === '2' });
+      const options = { baseUrl: server.origin, sendCompression: compressionGzip, compressMinBytes: 0 };
+      const through =
+        protocol === 'connect'
+          ? createConnectTransport({ ...options, httpVersion })
+          : protocol === 'grpc-web'
+            ? createGrpcWebTransport({ ...options, httpVersion })
+            : createGrpcTransport(options);
+      const answer = await createClient(GreetingService, through).greet({ name: 'Ada'.repeat(100) });
+      assert.equal(answer.greeting, `Hello, ${'Ada'.repeat(100)}!`);
     });
   }
 

@@ -11,7 +11,9 @@ import {
 } from '../helpers.js';
 
 const OTHER = 'https://other.example';
-const EXPOSED = 'X-Request-Id, ETag, RateLimit-Limit, RateLimit-Remaining, RateLimit-Reset, Retry-After, API-Version';
+const EXPOSED =
+  'X-Request-Id, ETag, RateLimit-Limit, RateLimit-Remaining, RateLimit-Reset, Retry-After, API-Version, ' +
+  'Grpc-Status, Grpc-Message, Grpc-Status-Details-Bin';
 
 function preflight(path: string, origin: string, method: string, headers = 'content-type') {
   return {
@@ -77,7 +79,8 @@ for (const [transport, connectClient] of transports) {
         assert.equal(res.headers['access-control-allow-methods'], 'GET, HEAD, POST, PUT, PATCH');
         assert.equal(
           res.headers['access-control-allow-headers'],
-          'Accept, Content-Encoding, Content-Type, If-Match, If-None-Match, X-Request-Id, traceparent, tracestate',
+          'Accept, Content-Encoding, Content-Type, If-Match, If-None-Match, X-Request-Id, traceparent, tracestate, ' +
+            'Connect-Protocol-Version, Connect-Timeout-Ms, Grpc-Timeout, X-Grpc-Web, X-User-Agent',
         );
         assert.equal(res.headers['access-control-expose-headers'], EXPOSED);
         assert.equal(res.headers['access-control-max-age'], '600');

@@ -39,6 +39,43 @@ function spanOf(receiver: OtlpReceiver, requestId: string): ReceivedSpan {
   return spans[0] as ReceivedSpan;
 }
 
+describe('the span of a gRPC call', () => {
+  let receiver: OtlpReceiver;
+  before(async () => {
+    receiver = await OtlpReceiver.start();
+    const broken = () => Promise.reject(new Error('broken'));
+    const { app } = await exportingApp(receiver, {}, { get: broken, compareAndSet: broken });
+    const call = (url: string, body: string, id: string, contentType = 'application/json') =>
+      app.inject({ method: 'POST', url, payload: body, headers: { 'content-type': contentType, 'x-request-id': id } });
+    await call('/helloworld.Greeter/SayHello', '{"name":"Ada"}', 'rpc-ok');
+    await call('/greeting.v1.GreetingService/Greet', '{"name":""}', 'rpc-invalid');
+    await call('/greeting.v1.GreetingService/GetProfile', '{}', 'rpc-failed');
+    await app.close();
+  });
+  after(() => receiver.close());
+
+  it('is named service/method and attributed per the RPC conventions, with its gRPC status', () => {
+    const ok = spanOf(receiver, 'rpc-ok');
+    assert.equal(ok.name, 'helloworld.Greeter/SayHello');
+    assert.equal(ok.kind, SERVER);
+    assert.equal(ok.attributes['rpc.system'], 'connect_rpc');
+    assert.equal(ok.attributes['rpc.service'], 'helloworld.Greeter');
+    assert.equal(ok.attributes['rpc.method'], 'SayHello');
+    assert.equal(ok.attributes['rpc.grpc.status_code'], 0);
+    assert.equal(ok.status.code, 0);
+  });
+
+  it("marks a server's fault as an error, and not a client's", () => {
+    const invalid = spanOf(receiver, 'rpc-invalid');
+    assert.equal(invalid.attributes['rpc.grpc.status_code'], 3);
+    assert.equal(invalid.status.code, 0);
+    const failed = spanOf(receiver, 'rpc-failed');
+    assert.equal(failed.attributes['rpc.grpc.status_code'], 13);
+    assert.equal(failed.status.code, 2);
+    assert.equal(failed.attributes['error.type'], '13');
+  });
+});
+
 for (const protocol of ['http/protobuf', 'http/json'] as const) {
   describe(`OpenTelemetry export over ${protocol}`, () => {
     let receiver: OtlpReceiver;
