@@ -7,6 +7,7 @@ import type { Config } from './config/index.js';
 import { otlpTracesUrl } from './config/tracing.js';
 import { type FaultSettings, faultsOn } from './domain/faults.js';
 import type { ApiError } from './errors.js';
+import { GRPC_API_SERVICES } from './grpc/api-services.js';
 import { ServerCertificate } from './http/certificates.js';
 import { HeldConnections } from './http/held-connections.js';
 import { serveInTurn } from './http/pipelining.js';
@@ -85,7 +86,8 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   const logStream = options.logStream ?? destination(1);
   const schemaCode = options.schemaCode ?? new SchemaCode();
   const requestLog = new RequestLog(logStream, config.logLevel, config.http2);
-  const isApiPath = apiPathTest(config.contextPath);
+  // The services of the API served over gRPC are the API as much as `/api` is: its rules hold for them.
+  const isApiPath = apiPathTest(config.contextPath, config.grpc ? GRPC_API_SERVICES : []);
   const headers = new ResponseHeaders(config.corsOrigins, config.contextPath, isApiPath, config.compression);
   const socketAnswers = new SocketAnswers(headers);
   // How often Node looks for requests past their timeouts: often enough for a short one to hold.
@@ -313,5 +315,20 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
     },
     { prefix },
   );
+  if (config.grpc) {
+    // At the root, whatever the context path: gRPC clients call /<package>.<Service>/<Method>.
+    const { grpcServices } = await import('./grpc/serve.js');
+    await app.register(grpcServices, {
+      schemaCode,
+      cursorSecret: config.cursorSecret,
+      profileStore: options.profileStore ?? stores.profile,
+      streams: eventStreams,
+      readiness,
+      requestLog,
+      registry: config.metricsEnabled ? app.metricsRegistry : null,
+      bodyLimit: config.bodyLimit,
+      requestTimeoutMs: config.requestTimeoutMs,
+    });
+  }
   return app;
 }

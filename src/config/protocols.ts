@@ -43,6 +43,12 @@ const settings = {
     default: false,
     parse: boolean,
   }),
+  grpc: setting({
+    env: 'GRPC',
+    help: 'true, false, 1 or 0, in any case: the API over gRPC (wherever HTTP/2 is), gRPC-Web and the Connect protocol on the same port, with gRPC health and reflection',
+    default: true,
+    parse: boolean,
+  }),
   /** With TLS_KEY_FILE, the port serves HTTPS only; both are read again on SIGHUP and when they change. */
   tlsCertFile: setting<string | null>({
     env: 'TLS_CERT_FILE',

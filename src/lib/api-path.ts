@@ -6,9 +6,10 @@ export function apiBase(contextPath: string): string {
 }
 
 /**
- * Whether the router reads a URL as `/api` under the context path or below it, however it is
- * spelled: `/%61pi/x`, `http://host/api/x` and `/api#x` are under `/api`; `/API/x`, `//api/x` and
- * `/api%2Fx` are not, as no route under `/api` could match them.
+ * Whether the router reads a URL as `/api` under the context path or below it, or as a method of
+ * one of the RPC services given, however it is spelled: `/%61pi/x`, `http://host/api/x` and
+ * `/api#x` are under `/api`; `/API/x`, `//api/x` and `/api%2Fx` are not, as no route under `/api`
+ * could match them.
  */
 export type ApiPathTest = (url: string) => boolean;
 
@@ -23,13 +24,14 @@ const ABSOLUTE_FORM = /^https?:\/\/[^/?#]*/i;
  * its path would be: under `/api` even where the router refuses it (a fragment, a bad escape), so
  * that its 400 has the API's headers and counts against the rate limit, as the path's own would.
  */
-export function apiPathTest(contextPath: string): ApiPathTest {
+export function apiPathTest(contextPath: string, rpcServices: readonly string[] = []): ApiPathTest {
   const base = apiBase(contextPath);
   const below = `${base}/`;
   const router = FindMyWay();
   const found = () => {};
   router.on('GET', base, found);
   router.on('GET', `${below}*`, found);
+  for (const service of rpcServices) router.on('GET', `/${service}/*`, found);
   return (url) => {
     if (url.startsWith(below)) return true;
     const path = url.charCodeAt(0) === SLASH ? url : url.replace(ABSOLUTE_FORM, '');

@@ -64,8 +64,7 @@ function locate(error: ErrorObject): { segments: string[]; message: string } {
  * then the properties in schema order): the field's name (dotted when nested,
  * `body` for the body as a whole), the message, and the value as the client sent it.
  */
-export function validationDetails(errors: readonly ErrorObject[], part: Part, request: FastifyRequest): ErrorDetail[] {
-  const source: unknown = part === 'querystring' ? request.query : request[part];
+export function validationDetails(errors: readonly ErrorObject[], part: Part, source: unknown): ErrorDetail[] {
   const details: ErrorDetail[] = [];
   const seen = new Set<string>();
   for (const error of errors) {
@@ -99,11 +98,14 @@ function isHttpError(error: object): boolean {
   return typeof (error as { expose?: unknown }).expose === 'boolean';
 }
 
-function toApiError(error: FastifyError | ApiError, request: FastifyRequest): ApiError {
+/** Anything thrown as the contract's error: what it means to answer, or the 500 that hides it. */
+export function toApiError(error: FastifyError | ApiError, request: FastifyRequest): ApiError {
   if (error instanceof ApiError) return error;
   if (error instanceof StoreUnavailableError) return storeUnavailable();
   if (error.validation !== undefined && error.validationContext !== undefined) {
-    return validationError(validationDetails(error.validation, error.validationContext, request));
+    const part = error.validationContext as Part;
+    const source: unknown = part === 'querystring' ? request.query : request[part];
+    return validationError(validationDetails(error.validation, part, source));
   }
   const framework = FRAMEWORK_ERRORS[error.code];
   if (framework !== undefined) return framework(error, request);

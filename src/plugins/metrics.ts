@@ -147,6 +147,7 @@ export const metricsPlugin = fp(
     // string for every request of a route), then by method and status: no key is made per request.
     const known = new Map<string, KnownSeries[]>();
     requestLog.onCompleted((request, reply, route, ms) => {
+      if (request.grpcCall != null) return; // counted as a gRPC call, in grpc_server_*
       const template = route ?? UNMATCHED_ROUTE;
       const { method } = request;
       const status = reply.statusCode;

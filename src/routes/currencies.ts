@@ -42,6 +42,8 @@ const asJson = (currency: Partial<Currency>) => WHOLE.get(currency as Currency) 
 
 export const CurrencyListQuery = collectionQuery(CURRENCY_COLLECTION);
 
+export const CurrencyParams = Type.Object({ code: currencyCode('ISO 4217 code, any case.', 'EUR') });
+
 export const currencyRoutes: FastifyPluginAsyncTypebox<CurrencyRoutesOptions> = async (app, { cursorSecret }) => {
   const currencies = new Collection(CURRENCY_COLLECTION, cursorSecret);
 
@@ -75,7 +77,7 @@ export const currencyRoutes: FastifyPluginAsyncTypebox<CurrencyRoutesOptions> = 
         summary: 'One currency',
         description: 'The currency with this code, in any case; 404 when it is not in the table.',
         tags: ['currencies'],
-        params: Type.Object({ code: currencyCode('ISO 4217 code, any case.', 'EUR') }),
+        params: CurrencyParams,
         querystring: Type.Object({ fields: fieldSelection(CURRENCY_COLLECTION) }),
         response: { 200: CurrencyItem, ...errorResponses(400, 404) },
       },

@@ -1,12 +1,19 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { type Static, Type } from 'typebox';
 import { findCurrency, RATES_AS_OF } from '../domain/currencies.js';
-import { AMOUNT_FRACTION_DIGITS, AMOUNT_PATTERN, convert, MAX_AMOUNT, RATE_DECIMALS } from '../domain/exchange.js';
+import {
+  AMOUNT_FRACTION_DIGITS,
+  AMOUNT_PATTERN,
+  type Conversion,
+  convert,
+  MAX_AMOUNT,
+  RATE_DECIMALS,
+} from '../domain/exchange.js';
 import { errorResponses, unsupportedCurrency } from '../errors.js';
 import { exactJson } from '../lib/json-text.js';
 import { currencyCode, exactDecimal } from '../schemas.js';
 
-const ExchangeQuery = Type.Object({
+export const ExchangeQuery = Type.Object({
   from: currencyCode('Currency to convert from: an ISO 4217 code, any case.', 'USD'),
   to: currencyCode('Currency to convert to: an ISO 4217 code, any case.', 'EUR'),
   // Text, not a number: the amount is judged and converted as an exact decimal, never as a double.
@@ -38,6 +45,24 @@ export const Exchange = Type.Object(
   { additionalProperties: false, title: 'ExchangeResult' },
 );
 
+/** A valid query's conversion, with the codes in upper case; 422 for a code not in the table. */
+export function exchange({
+  from,
+  to,
+  amount,
+}: Static<typeof ExchangeQuery>): Conversion & { from: string; to: string } {
+  const source = findCurrency(from);
+  const target = findCurrency(to);
+  if (source === undefined || target === undefined) {
+    const codes = [
+      { field: 'from', value: from, known: source !== undefined },
+      { field: 'to', value: to, known: target !== undefined },
+    ];
+    throw unsupportedCurrency(codes.filter((code) => !code.known));
+  }
+  return { from: source.code, to: target.code, ...convert(amount, source, target) };
+}
+
 export const exchangeRoutes: FastifyPluginAsyncTypebox = async (app) => {
   app.get(
     '/api/exchange',
@@ -55,19 +80,8 @@ export const exchangeRoutes: FastifyPluginAsyncTypebox = async (app) => {
       },
     },
     async (request, reply) => {
-      const { from, to, amount } = request.query;
-      const source = findCurrency(from);
-      const target = findCurrency(to);
-      if (source === undefined || target === undefined) {
-        const codes = [
-          { field: 'from', value: from, known: source !== undefined },
-          { field: 'to', value: to, known: target !== undefined },
-        ];
-        throw unsupportedCurrency(codes.filter((code) => !code.known));
-      }
-      const { amount: value, rate, result } = convert(amount, source, target);
       // Written here rather than by the response serialiser, which would pass the decimals through doubles.
-      const text = exactJson({ from: source.code, to: target.code, amount: value, rate, result });
+      const text = exactJson(exchange(request.query));
       return reply.type('application/json; charset=utf-8').send(text as unknown as Static<typeof Exchange>);
     },
   );

@@ -4,7 +4,7 @@ import { errorResponses } from '../errors.js';
 import { localDateTime } from '../lib/local-time.js';
 import { LocalDateTime } from '../schemas.js';
 
-const GREETING = 'Hello, World!';
+export const GREETING = 'Hello, World!';
 
 export const HelloMessage = Type.Object(
   { message: Type.String({ examples: [GREETING] }), timestamp: LocalDateTime },
@@ -15,6 +15,15 @@ export const Greeting = Type.Object(
   { greeting: Type.String({ examples: ['Hello, Ada!'] }) },
   { additionalProperties: false, title: 'Greeting' },
 );
+
+export const GreetingParams = Type.Object({
+  name: Type.String({
+    description: 'Any text, percent-encoded in the path; not empty.',
+    minLength: 1,
+    errorMessage: 'must not be empty',
+    examples: ['Ada'],
+  }),
+});
 
 export const helloRoutes: FastifyPluginAsyncTypebox = async (app) => {
   app.get(
@@ -39,14 +48,7 @@ export const helloRoutes: FastifyPluginAsyncTypebox = async (app) => {
         summary: 'Greeting for a name',
         description: 'Greets `name`, percent-decoded and returned exactly, whatever its script.',
         tags: ['greeting'],
-        params: Type.Object({
-          name: Type.String({
-            description: 'Any text, percent-encoded in the path; not empty.',
-            minLength: 1,
-            errorMessage: 'must not be empty',
-            examples: ['Ada'],
-          }),
-        }),
+        params: GreetingParams,
         response: { 200: Greeting, ...errorResponses(400) },
       },
     },

@@ -19,6 +19,15 @@ export interface GreetingStreamPlan {
   count: number;
   intervalMs: number;
   name: string;
+  /** Each greeting as a `GreetingMessage` (a gRPC stream's), not as event-stream text. */
+  messages?: boolean;
+}
+
+/** One greeting of a stream of messages. */
+export interface GreetingMessage {
+  id: number;
+  greeting: string;
+  timestamp: string;
 }
 
 /** How much of a stream is made at once, in characters: a client that does not read holds a chunk (an event at least) and no more. */
@@ -40,6 +49,8 @@ export class GreetingStream extends Readable {
   readonly #intervalMs: number;
   /** What every event's data begins with after its id, and ends with before its timestamp. */
   readonly #greeting: string;
+  /** The greeting itself, for a stream of messages; null for event-stream text. */
+  readonly #message: string | null;
   #next: number;
   #dueAt: number;
   #lastWriteAt: number;
@@ -48,8 +59,10 @@ export class GreetingStream extends Readable {
   #waiting = false;
   #ended = false;
 
-  constructor(streams: EventStreams, { first, count, intervalMs, name }: GreetingStreamPlan) {
-    super();
+  constructor(streams: EventStreams, { first, count, intervalMs, name, messages = false }: GreetingStreamPlan) {
+    // A stream of messages holds one greeting made and not taken, at most.
+    super(messages ? { objectMode: true, highWaterMark: 1 } : {});
+    this.#message = messages ? `Hello, ${name}!` : null;
     this.#streams = streams;
     this.#count = count;
     this.#intervalMs = intervalMs;
@@ -70,20 +83,24 @@ export class GreetingStream extends Readable {
     this.#timer = undefined;
     const now = performance.now();
     let chunk = '';
-    while (this.#next <= this.#count && this.#dueAt <= now + TIMER_SLACK_MS && chunk.length < MAX_CHUNK) {
+    let taken = true;
+    while (this.#next <= this.#count && this.#dueAt <= now + TIMER_SLACK_MS && chunk.length < MAX_CHUNK && taken) {
       const id = this.#next;
-      chunk += `id: ${id}\nevent: greeting\ndata: {"id":${id}${this.#greeting}${localDateTime()}"}\n\n`;
+      if (this.#message === null) {
+        chunk += `id: ${id}\nevent: greeting\ndata: {"id":${id}${this.#greeting}${localDateTime()}"}\n\n`;
+      } else {
+        taken = this.push({ id, greeting: this.#message, timestamp: localDateTime() } satisfies GreetingMessage);
+        this.#lastWriteAt = now;
+      }
       this.#next += 1;
       this.#dueAt += this.#intervalMs;
       this.sent += 1;
       this.#streams.eventsSent += 1;
     }
     const done = this.#next > this.#count;
-    // Nothing due and quiet for long enough: a comment.
-    if (chunk === '' && !done && now - this.#lastWriteAt >= this.#streams.keepAliveMs - TIMER_SLACK_MS) {
-      chunk = KEEP_ALIVE_COMMENT;
-    }
-    let taken = true;
+    // Nothing due and quiet for long enough: a comment (a stream of messages has the transport's pings).
+    const quiet = now - this.#lastWriteAt >= this.#streams.keepAliveMs - TIMER_SLACK_MS;
+    if (chunk === '' && !done && quiet && this.#message === null) chunk = KEEP_ALIVE_COMMENT;
     if (chunk !== '') {
       taken = this.push(chunk);
       this.#lastWriteAt = now;

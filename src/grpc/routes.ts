@@ -1,0 +1,218 @@
+import type { DescService } from '@bufbuild/protobuf';
+import {
+  Code,
+  ConnectError,
+  type ConnectRouter,
+  createConnectRouter,
+  createContextKey,
+  createContextValues,
+  type Interceptor,
+} from '@connectrpc/connect';
+import { codeFromHttpStatus } from '@connectrpc/connect/protocol-connect';
+import { parseTimeout } from '@connectrpc/connect/protocol-grpc';
+import {
+  compressionGzip,
+  universalRequestFromNodeRequest,
+  universalResponseToNodeResponse,
+} from '@connectrpc/connect-node';
+import type { FastifyError, FastifyPluginAsync, FastifyRequest } from 'fastify';
+import { ApiError } from '../errors.js';
+import type { RequestLog } from '../logging/request-log.js';
+import { toApiError } from '../plugins/errors.js';
+import type { GrpcMetrics } from './metrics.js';
+import { type GrpcCode, OK, sendGrpcError, toConnectError } from './status.js';
+
+/** The request a call answers, for its handlers: its id, its server, its readers. */
+export const FASTIFY_REQUEST = createContextKey<FastifyRequest | null>(null);
+
+/** The kind of a method as the gRPC ecosystem's metrics name it. */
+const CALL_TYPES = {
+  unary: 'unary',
+  server_streaming: 'server_stream',
+  client_streaming: 'client_stream',
+  bidi_streaming: 'bidi_stream',
+} as const;
+
+export type CallType = (typeof CALL_TYPES)[keyof typeof CALL_TYPES];
+
+export interface GrpcRoutesOptions {
+  /** Registers the services on the router. */
+  services: (router: ConnectRouter) => void;
+  /** The services that may be called, for the UNIMPLEMENTED of their unknown methods. */
+  known: readonly DescService[];
+  /** The most a message may hold, compressed or not: BODY_LIMIT. */
+  bodyLimit: number;
+  /** The most a unary call may take, whatever its deadline: REQUEST_TIMEOUT_MS. */
+  requestTimeoutMs: number;
+  requestLog: RequestLog;
+  metrics: GrpcMetrics | null;
+}
+
+/** What a handler throws as its call's status: the contract's errors become their gRPC status and details. */
+function statusOf(error: unknown, request: FastifyRequest | null): ConnectError {
+  const status = error instanceof ApiError ? toConnectError(error, request?.id ?? '') : ConnectError.from(error);
+  if (request !== null) request.grpcCode = status.code;
+  return status;
+}
+
+/** A stream's messages, its call's status noted when it ends. */
+async function* noted<T>(messages: AsyncIterable<T>, request: FastifyRequest | null): AsyncIterable<T> {
+  try {
+    yield* messages;
+  } catch (error) {
+    throw statusOf(error, request);
+  }
+  if (request !== null) request.grpcCode = OK;
+}
+
+/** Each call's status, noted for its log line and metrics, its errors as the contract's. */
+const outcome: Interceptor = (next) => async (call) => {
+  const request = call.contextValues.get(FASTIFY_REQUEST);
+  try {
+    const answer = await next(call);
+    if (answer.stream) return { ...answer, message: noted(answer.message, request) };
+    if (request !== null) request.grpcCode = OK;
+    return answer;
+  } catch (error) {
+    throw statusOf(error, request);
+  }
+};
+
+/** A call's deadline, in ms from now: its `grpc-timeout` (gRPC, gRPC-Web) or `connect-timeout-ms`; null for none. */
+function timeoutOf(request: FastifyRequest): number | null {
+  const grpc = request.headers['grpc-timeout'];
+  if (typeof grpc === 'string') return parseTimeout(grpc, Number.POSITIVE_INFINITY).timeoutMs ?? null;
+  const connect = request.headers['connect-timeout-ms'];
+  return typeof connect === 'string' && /^\d{1,10}$/.test(connect) ? Number(connect) : null;
+}
+
+/** What a call holds from its first hook to its end: the signal its deadline aborts. */
+interface Call {
+  readonly controller: AbortController;
+  timer: NodeJS.Timeout | undefined;
+  /** Whether its handler has begun: its answer is then the handler's to write. */
+  handled: boolean;
+}
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    grpcCall: Call | null;
+  }
+}
+
+const DEADLINE_EXCEEDED = () => new ConnectError('the deadline passed', Code.DeadlineExceeded);
+
+/**
+ * The services as Fastify routes, one per method (`POST /<package>.<Service>/<Method>`), served
+ * by ConnectRPC in the gRPC, gRPC-Web and Connect protocols, so that every hook of the app (the
+ * request id, the rate limit, faults, the log line) holds for each call. The body is read by
+ * ConnectRPC, message by message under `bodyLimit`. Each call's deadline runs from its first hook,
+ * so that a fault's delay counts against it; an error raised before the handler, or the deadline
+ * passing then, is answered in the call's protocol by `sendGrpcError`.
+ */
+export const grpcRoutes: FastifyPluginAsync<GrpcRoutesOptions> = async (app, options) => {
+  const { bodyLimit, requestTimeoutMs, requestLog, metrics } = options;
+  const router = createConnectRouter({
+    readMaxBytes: bodyLimit,
+    acceptCompression: [compressionGzip],
+    interceptors: [outcome],
+  });
+  options.services(router);
+
+  app.decorateRequest('grpcCall', null);
+  app.decorateRequest('grpcCode', null);
+  app.removeAllContentTypeParsers();
+  // ConnectRPC reads the body itself, a message at a time.
+  app.addContentTypeParser('*', (_request, _payload, done) => done(null));
+  app.setErrorHandler((error, request, reply) => {
+    const shaped = toApiError(error as FastifyError, request);
+    return sendGrpcError(toConnectError(shaped, request.id), request, reply);
+  });
+
+  const endCall = (request: FastifyRequest): void => {
+    const call = request.grpcCall;
+    if (call !== null) clearTimeout(call.timer);
+  };
+
+  for (const handler of router.handlers) {
+    const type = CALL_TYPES[handler.method.methodKind];
+    const service = handler.service.typeName;
+    const method = handler.method.name;
+    const unary = type === 'unary';
+    app.route({
+      method: handler.allowedMethods,
+      url: handler.requestPath,
+      schema: { hide: true },
+      onRequest: (request, reply, done) => {
+        const call: Call = { controller: new AbortController(), timer: undefined, handled: false };
+        request.grpcCall = call;
+        metrics?.started(service, method, type);
+        const timeout = timeoutOf(request);
+        const limit = unary ? Math.min(timeout ?? requestTimeoutMs, requestTimeoutMs) : timeout;
+        if (limit !== null) {
+          call.timer = setTimeout(() => {
+            call.controller.abort(DEADLINE_EXCEEDED());
+            if (!call.handled && !reply.sent) sendGrpcError(DEADLINE_EXCEEDED(), request, reply);
+          }, limit);
+        }
+        reply.raw.once('close', () => {
+          endCall(request);
+          // No status sent: the client left (or reset the stream) first.
+          request.grpcCode ??= Code.Canceled;
+          metrics?.handled(request, service, method, type, reply);
+        });
+        done();
+      },
+      handler: async (request, reply) => {
+        const call = request.grpcCall as Call;
+        call.handled = true;
+        reply.hijack();
+        const res = reply.raw;
+        res.once('close', () => requestLog.requestCompleted(null, request, reply));
+        const universal = universalRequestFromNodeRequest(
+          request.raw,
+          res,
+          undefined,
+          createContextValues().set(FASTIFY_REQUEST, request),
+        );
+        universal.signal = AbortSignal.any([universal.signal, call.controller.signal]);
+        const answer = await handler(universal);
+        // The headers every answer carries (the request id, the rate limit's), set by the hooks on the reply.
+        for (const [name, value] of Object.entries(reply.getHeaders())) {
+          if (value !== undefined) res.setHeader(name, value);
+        }
+        try {
+          await universalResponseToNodeResponse(answer, res);
+        } catch {
+          // The client left, or reset the stream: its line says so with the status it got.
+        }
+        // Refused before any handler ran (a message too big, a coding it cannot read): as the answer says.
+        request.grpcCode ??= grpcCodeOf(answer.status, answer.header, answer.trailer);
+      },
+    });
+  }
+
+  // A method no service has: UNIMPLEMENTED, as gRPC clients expect (a path outside them is a 404).
+  for (const service of options.known) {
+    app.route({
+      method: 'POST',
+      url: `/${service.typeName}/*`,
+      schema: { hide: true },
+      handler: (request, reply) => {
+        const name = request.url.slice(service.typeName.length + 2);
+        sendGrpcError(
+          new ConnectError(`${service.typeName} has no method ${name}`, Code.Unimplemented),
+          request,
+          reply,
+        );
+      },
+    });
+  }
+};
+
+/** A call's status as its answer says it: in its trailers or head (gRPC, gRPC-Web), or by its HTTP status (Connect). */
+function grpcCodeOf(status: number, header: Headers | undefined, trailer: Headers | undefined): GrpcCode {
+  const sent = trailer?.get('grpc-status') ?? header?.get('grpc-status');
+  if (sent != null) return Number(sent) as GrpcCode;
+  return status === 200 ? OK : codeFromHttpStatus(status);
+}
