@@ -2,6 +2,8 @@ import {
   API,
   burnThresholds,
   fastBurnRates,
+  GRPC_API,
+  GRPC_REFUSED,
   GRPC_TIMED,
   num,
   OBJECTIVES,
@@ -155,11 +157,14 @@ function rows(): { title: string; panels: PanelSpec[] }[] {
         },
         {
           title: 'Rate limit: share refused',
-          description: 'The share of /api requests the rate limit refused with 429.',
+          description:
+            "The share of /api requests and gRPC calls to the API's services the rate limit refused (429, ResourceExhausted).",
           unit: 'percentunit',
           targets: [
             {
-              expr: `(sum(${rate('http_requests_total', API, 'status="429"')}) or vector(0)) / sum(${rate('http_requests_total', API)})`,
+              expr:
+                `(sum(${rate('http_requests_total', API, 'status="429"')} or ${rate('grpc_server_handled_total', GRPC_API, GRPC_REFUSED)}) or vector(0))` +
+                ` / sum(${rate('http_requests_total', API)} or ${rate('grpc_server_handled_total', GRPC_API)})`,
               legend: 'refused',
             },
           ],

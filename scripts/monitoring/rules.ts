@@ -152,6 +152,11 @@ export const TIMED = `${API},route!~"${LONG_LIVED_ROUTES}"`;
 export const GRPC_API = `grpc_service=~"${GRPC_API_SERVICES}"`;
 /** The matcher of the calls the latency SLO times: unary ones; a stream lasts as long as its caller asks. */
 export const GRPC_TIMED = `${GRPC_API},grpc_type="unary"`;
+/**
+ * The matcher of the calls the rate limit refused: ResourceExhausted, its code, which a message
+ * over BODY_LIMIT also gets (the metrics do not tell them apart).
+ */
+export const GRPC_REFUSED = 'grpc_code="ResourceExhausted"';
 /** The matcher of the calls the service failed: their code is a server fault's. */
 export const GRPC_FAILED = `grpc_code=~"${GRPC_SERVER_FAULT_CODES.join('|')}"`;
 
@@ -377,11 +382,12 @@ export function rules(options: RuleOptions = {}): RuleGroup[] {
     ),
     alert(
       'GreetingServiceRateLimitRefusing',
-      `${sumRate(rateWindow, series('http_requests_total', API, 'status="429"'))}\n/\n${sumRate(rateWindow, series('http_requests_total', API))}\n> ${num(RATE_LIMIT_REFUSED_SHARE)}`,
+      `${sumRate(rateWindow, series('http_requests_total', API, 'status="429"'), series('grpc_server_handled_total', GRPC_API, GRPC_REFUSED))}\n/\n` +
+        `${sumRate(rateWindow, series('http_requests_total', API), series('grpc_server_handled_total', GRPC_API))}\n> ${num(RATE_LIMIT_REFUSED_SHARE)}`,
       10 * MINUTE,
       'warning',
       `The rate limit of ${WHICH} refuses a large share of requests`,
-      `{{ $value | humanizePercentage }} of /api requests have been refused 429 by the rate limit for 10 minutes (alerting above ${percent(RATE_LIMIT_REFUSED_SHARE)}).`,
+      `{{ $value | humanizePercentage }} of /api requests and gRPC calls have been refused by the rate limit (429, ResourceExhausted) for 10 minutes (alerting above ${percent(RATE_LIMIT_REFUSED_SHARE)}).`,
     ),
     alert(
       'GreetingServiceEventLoopLagging',
