@@ -48,7 +48,7 @@ export const bareGrpcServer = (root) => ({
 });
 
 /** One call of SAY_HELLO over h2c: the reply's bytes and the `grpc-status` of its trailers. */
-export async function callSayHello(base) {
+async function callSayHello(base) {
   const session = connect(base);
   try {
     return await new Promise((resolve, reject) => {
