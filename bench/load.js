@@ -129,7 +129,8 @@ function h2loadMs(text) {
  * HTTP/2 load with h2load (Debian: nghttp2-client), C like wrk: `clients` connections of
  * `streams` concurrent streams each, h2c with prior knowledge for http://, h2 by ALPN for https://
  * (HTTP/1.1 with `http1`), for `duration` seconds or `total` requests.
- * It reports no percentiles: `p50` is the mean time for a request, `p99` the longest.
+ * It reports no percentiles: `p50` is the mean time for a request, `p99` the longest; `dataBytes`
+ * is what the answers' DATA frames carried, all told.
  */
 export function runH2load(base, [request], { clients, streams, duration, total, http1 = false }) {
   const args = ['-c', String(clients), '-m', String(streams), '-t', '1'];
@@ -165,6 +166,7 @@ export function runH2load(base, [request], { clients, streams, duration, total, 
         failures: number(/(\d+) failed/) + number(/(\d+) errored/) + number(/(\d+) 4xx/) + number(/(\d+) 5xx/),
         p50: h2loadMs(time[3]),
         p99: h2loadMs(time[2]),
+        dataBytes: number(/\((\d+)\) data/),
       });
     });
   });

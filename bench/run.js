@@ -16,6 +16,8 @@
  *   npm run bench -- --h2-streams 20                # with --http2: each h2load client's concurrent streams (10)
  *   npm run bench -- --streams                      # instead: the event stream against bare node:http (bench/streams.js),
  *                                                   # and the WebSocket echo against a bare ws server (bench/websocket.js)
+ *   npm run bench -- --grpc                         # instead: a unary gRPC call of the service (h2c) against a bare
+ *                                                   # @grpc/grpc-js server, both driven by h2load (bench/grpc.js)
  *   npm run bench -- --starts 15                    # start-up time: the median of 15 starts of each server (7 by default)
  *   npm run bench -- --encodings --starts 0 --total 0  # the OpenAPI document and a 64 KiB echo, plain and in each
  *                                                      # coding, against node:http + node:zlib at the same level
@@ -37,6 +39,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
 import { CODINGS } from '../dist/lib/content-coding.js';
 import { codedEndpoints, ENDPOINTS } from './endpoints.js';
+import { bareGrpcServer, checkSayHello, grpcMarkdown, REPLY, SAY_HELLO } from './grpc.js';
 import { instructionsMarkdown, instructionsPerRequest } from './instructions.js';
 import { loadGenerator, runH2load } from './load.js';
 import { routeOf } from './servers/answer-request.js';
@@ -58,6 +61,7 @@ const { values: options } = parseArgs({
     http2: { type: 'boolean', default: false },
     'h2-streams': { type: 'string', default: '10' },
     streams: { type: 'boolean', default: false },
+    grpc: { type: 'boolean', default: false },
     starts: { type: 'string', default: '7' },
     encodings: { type: 'boolean', default: false },
     instructions: { type: 'boolean', default: false },
@@ -97,17 +101,20 @@ function freePort() {
   });
 }
 
-/** Polls until the server answers GET /api/hello with 200; resolves with the milliseconds since `since`. */
+/**
+ * Polls until the server answers its `firstRequest` (GET /api/hello unless it has one) with 200;
+ * resolves with the milliseconds since `since`.
+ */
 async function firstOk(server, since, timeoutMs = 10_000) {
+  const request = server.firstRequest ?? { method: 'GET', path: '/api/hello' };
   for (;;) {
     try {
-      if ((await answer(server, { method: 'GET', path: '/api/hello' })).status === 200)
-        return performance.now() - since;
+      if ((await answer(server, request)).status === 200) return performance.now() - since;
     } catch {
       // not listening yet
     }
     if (performance.now() - since > timeoutMs) {
-      throw new Error(`${server.base}/api/hello did not answer 200 within ${timeoutMs} ms`);
+      throw new Error(`${server.base}${request.path} did not answer 200 within ${timeoutMs} ms`);
     }
     await sleep(2);
   }
@@ -733,4 +740,83 @@ async function streamsMain() {
   process.stdout.write(text);
 }
 
-await (options.streams ? streamsMain() : options.instructions ? instructionsMain() : main());
+/**
+ * With --grpc: the service's unary gRPC call against bare @grpc/grpc-js (bench/grpc.js), over h2c,
+ * in alternating rounds of h2load. h2load counts an answer whose HTTP status is 200 as done, and a
+ * failed call is one too (its status is in the trailers, and it has no reply): a round counts only
+ * if its answers carried a whole reply for every call done (and at most one more for each stream,
+ * whose reply came before the round ended and its trailers after), and the service's /metrics
+ * must count no call but OK.
+ */
+async function grpcMain() {
+  const servers = [
+    await start({ ...serviceServer('service-grpc', 'service', root, { HTTP2: 'true' }), protocol: 'h2c' }),
+    await start(bareGrpcServer(root)),
+  ];
+  const h2load = (server, extra) =>
+    runH2load(server.base, [SAY_HELLO], { clients: CONNECTIONS, streams: STREAMS, ...extra });
+  try {
+    for (const server of servers) await checkSayHello(server);
+    const rss = new Map(servers.map((server) => [server.key, sampleRss(server.child.pid, 100)]));
+    for (const server of servers) await h2load(server, { duration: WARM_UP_S });
+    const runs = new Map(servers.map((server) => [server.key, []]));
+    for (let round = 1; round <= ROUNDS; round++) {
+      for (const server of servers) {
+        const cpuBefore = cpuMicros(server.child.pid);
+        const result = await h2load(server, { duration: DURATION_S });
+        const cpu = (cpuMicros(server.child.pid) - cpuBefore) / result.requests;
+        const replies = result.dataBytes / REPLY.length;
+        if (
+          result.failures > 0 ||
+          !Number.isInteger(replies) ||
+          replies < result.requests ||
+          replies > result.requests + CONNECTIONS * STREAMS
+        ) {
+          throw new Error(
+            `${server.label}: ${result.failures} failed, ${result.dataBytes} bytes of replies for ${result.requests} calls of ${REPLY.length}`,
+          );
+        }
+        runs.get(server.key).push({ rps: result.requests / result.seconds, mean: result.p50, max: result.p99, cpu });
+      }
+      process.stderr.write(`round ${round}/${ROUNDS}: gRPC SayHello\n`);
+    }
+    for (const sampler of rss.values()) sampler.stop();
+    const metrics = (await answer(servers[0], { method: 'GET', path: '/metrics' })).text;
+    const failed = metrics
+      .split('\n')
+      .filter((line) => /^grpc_server_handled_total\{/.test(line) && !/grpc_code="OK"/.test(line));
+    if (failed.length > 0) throw new Error(`the service counted calls that did not end OK:\n${failed.join('\n')}`);
+    const figures = servers.map((server) => {
+      const list = runs.get(server.key);
+      return {
+        key: server.key,
+        label: server.label,
+        rps: median(list.map((run) => run.rps)),
+        mean: median(list.map((run) => run.mean)),
+        max: Math.max(...list.map((run) => run.max)),
+        cpuMicros: median(list.map((run) => run.cpu)),
+        idleRssMb: server.idleRssMb,
+        peakRssMb: rss.get(server.key).peak() / MB,
+      };
+    });
+    const text = [
+      `Machine: ${cpus().length} × ${cpus()[0].model}, Node ${process.version}.`,
+      '',
+      ...grpcMarkdown(figures, { clients: CONNECTIONS, streams: STREAMS, rounds: ROUNDS, seconds: DURATION_S }),
+      '',
+    ].join('\n');
+    writeFileSync(join(resultsDir, 'grpc.json'), `${JSON.stringify(figures, null, 2)}\n`);
+    writeFileSync(join(resultsDir, 'grpc.md'), text);
+    process.stdout.write(text);
+  } finally {
+    for (const server of servers) server.child.kill('SIGTERM');
+  }
+}
+
+await (options.streams
+  ? streamsMain()
+  : options.grpc
+    ? grpcMain()
+    : options.instructions
+      ? instructionsMain()
+      : main());

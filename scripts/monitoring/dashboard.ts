@@ -2,6 +2,9 @@ import {
   API,
   burnThresholds,
   fastBurnRates,
+  GRPC_API,
+  GRPC_REFUSED,
+  GRPC_TIMED,
   num,
   OBJECTIVES,
   OWN,
@@ -15,8 +18,8 @@ import { LATENCY_THRESHOLD_SECONDS } from './settings.js';
 
 /**
  * The Grafana dashboard (its JSON model), made from the same settings and selectors as the rules:
- * traffic, errors, latency, the SLOs' budgets and burn, the rate limit, faults, open streams, the
- * process and the store. Its variables are the data source, the namespace and the instance (all
+ * traffic, errors, latency, the SLOs' budgets and burn, the rate limit, faults, gRPC calls, open
+ * streams, the process and the store. Its variables are the data source, the namespace and the instance (all
  * of each by default); rates are over 5 minutes, which spans several scrapes at any usual interval.
  */
 
@@ -73,8 +76,8 @@ const recorded = (record: string, slo: Slo) => `${record}{${OWN},slo="${slo}",${
 const [PAGE_FAST, PAGE_SLOW] = fastBurnRates() as [number, number];
 
 const SLO_TITLES: Record<Slo, string> = {
-  availability: `Availability: /api answers not 5xx, objective ${num(OBJECTIVES.availability * 100)}%`,
-  latency: `Latency: /api answers within ${num(LATENCY_THRESHOLD_SECONDS * 1000)} ms, objective ${num(OBJECTIVES.latency * 100)}%`,
+  availability: `Availability: /api answers not 5xx and gRPC calls not failed, objective ${num(OBJECTIVES.availability * 100)}%`,
+  latency: `Latency: /api answers and unary gRPC calls within ${num(LATENCY_THRESHOLD_SECONDS * 1000)} ms, objective ${num(OBJECTIVES.latency * 100)}%`,
 };
 
 function rows(): { title: string; panels: PanelSpec[] }[] {
@@ -154,11 +157,14 @@ function rows(): { title: string; panels: PanelSpec[] }[] {
         },
         {
           title: 'Rate limit: share refused',
-          description: 'The share of /api requests the rate limit refused with 429.',
+          description:
+            "The share of /api requests and gRPC calls to the API's services the rate limit refused (429, ResourceExhausted).",
           unit: 'percentunit',
           targets: [
             {
-              expr: `(sum(${rate('http_requests_total', API, 'status="429"')}) or vector(0)) / sum(${rate('http_requests_total', API)})`,
+              expr:
+                `(sum(${rate('http_requests_total', API, 'status="429"')} or ${rate('grpc_server_handled_total', GRPC_API, GRPC_REFUSED)}) or vector(0))` +
+                ` / sum(${rate('http_requests_total', API)} or ${rate('grpc_server_handled_total', GRPC_API)})`,
               legend: 'refused',
             },
           ],
@@ -173,6 +179,45 @@ function rows(): { title: string; panels: PanelSpec[] }[] {
               legend: '{{kind}} ({{source}})',
             },
           ],
+        },
+      ],
+    },
+    {
+      title: 'gRPC',
+      panels: [
+        {
+          title: 'gRPC calls by method',
+          description:
+            'Calls ended per second, by service and method, whatever their code (gRPC, gRPC-Web and Connect alike).',
+          unit: 'reqps',
+          targets: [
+            {
+              expr: `sum by (grpc_service, grpc_method) (${rate('grpc_server_handled_total')})`,
+              legend: '{{grpc_service}}/{{grpc_method}}',
+            },
+          ],
+        },
+        {
+          title: 'gRPC errors by code',
+          description:
+            'Calls ended with a code other than OK per second, by code (Unknown, Internal, Unavailable, DeadlineExceeded and DataLoss spend the availability budget).',
+          unit: 'reqps',
+          targets: [
+            {
+              expr: `sum by (grpc_code) (${rate('grpc_server_handled_total', 'grpc_code!="OK"')})`,
+              legend: '{{grpc_code}}',
+            },
+          ],
+        },
+        {
+          title: 'Latency of unary gRPC calls',
+          description:
+            "Percentiles of the unary calls' durations to the API's services, from the histogram's buckets; streams last as long as their callers ask.",
+          unit: 's',
+          targets: [0.5, 0.9, 0.99].map((quantile) => ({
+            expr: `histogram_quantile(${quantile}, sum by (le) (${rate('grpc_server_handling_seconds_bucket', GRPC_TIMED)}))`,
+            legend: `p${quantile * 100}`,
+          })),
         },
       ],
     },

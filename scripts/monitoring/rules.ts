@@ -6,6 +6,8 @@ import {
   DEPLOYMENT_LABELS,
   DEPLOYMENT_MEMORY_SECONDS,
   EVENT_LOOP_LAG_SECONDS,
+  GRPC_API_SERVICES,
+  GRPC_SERVER_FAULT_CODES,
   INJECTED_FAULTS_SPEND_BUDGET,
   LATENCY_OBJECTIVE,
   LATENCY_THRESHOLD_SECONDS,
@@ -112,7 +114,7 @@ function duration(seconds: number): string {
   return `${ms}ms`;
 }
 
-/** The recorded SLI of an SLO over a window: the share of /api answers that spent its budget. */
+/** The recorded SLI of an SLO over a window: the share of /api answers and gRPC calls that spent its budget. */
 export const sliRecord = (window: number): string => `slo:errors:ratio_rate${duration(window)}`;
 
 /** Per instance: when it last exported `service_ready`, kept for DEPLOYMENT_MEMORY_SECONDS after. */
@@ -146,6 +148,18 @@ export const API = `route=~"${API_ROUTES}"`;
 /** The matcher of the routes whose answers the latency SLO times: /api, but for those that last as long as their client listens. */
 export const TIMED = `${API},route!~"${LONG_LIVED_ROUTES}"`;
 
+/** The matcher of the calls to the API's gRPC services. */
+export const GRPC_API = `grpc_service=~"${GRPC_API_SERVICES}"`;
+/** The matcher of the calls the latency SLO times: unary ones; a stream lasts as long as its caller asks. */
+export const GRPC_TIMED = `${GRPC_API},grpc_type="unary"`;
+/**
+ * The matcher of the calls the rate limit refused: ResourceExhausted, its code, which a message
+ * over BODY_LIMIT also gets (the metrics do not tell them apart).
+ */
+export const GRPC_REFUSED = 'grpc_code="ResourceExhausted"';
+/** The matcher of the calls the service failed: their code is a server fault's. */
+export const GRPC_FAILED = `grpc_code=~"${GRPC_SERVER_FAULT_CODES.join('|')}"`;
+
 /**
  * The matcher of the histogram's bucket at `seconds`, whichever way Prometheus writes its bound:
  * `0.1` as it is, `1` as `1` (Prometheus 2) or `1.0` (Prometheus 3).
@@ -156,21 +170,44 @@ export function bucket(seconds: number): string {
   return `le=~"${pattern}"`;
 }
 
-/** The rate of the service's series of `selector` over `window`, summed by deployment. */
-const sumRate = (selector: string, window: string) =>
-  `sum by (${DEPLOYMENT}) (\n    ${ofService(`rate(${selector}[${window}])`, window)}\n  )`;
+/**
+ * The rate of the service's series of the selectors over `window`, summed by deployment. Each
+ * series is of one selector alone (an answer's have a `route`, a gRPC call's a `grpc_method`), so
+ * `or` takes them all, and a deployment with series of only one still has a sum.
+ */
+const sumRate = (window: string, ...selectors: string[]) => {
+  const rates = selectors.map((selector) => `rate(${selector}[${window}])`);
+  const vector = rates.length === 1 ? (rates[0] as string) : `(\n      ${rates.join('\n    or\n      ')}\n    )`;
+  return `sum by (${DEPLOYMENT}) (\n    ${ofService(vector, window)}\n  )`;
+};
 
 function sliExpression(slo: Slo, window: string, spend: boolean, threshold: number): string {
-  // Answers no fault touched; the label is empty (absent) on all others.
+  // Answers and calls no fault touched; the label is empty (absent) on all others.
   const real = spend ? [] : ['fault=""'];
   if (slo === 'availability') {
-    const total = sumRate(series('http_requests_total', API, ...real), window);
-    const bad = sumRate(series('http_requests_total', API, ...real, 'status=~"5.."'), window);
-    // 0, not nothing, for a deployment without a 5xx.
+    const total = sumRate(
+      window,
+      series('http_requests_total', API, ...real),
+      series('grpc_server_handled_total', GRPC_API, ...real),
+    );
+    const bad = sumRate(
+      window,
+      series('http_requests_total', API, ...real, 'status=~"5.."'),
+      series('grpc_server_handled_total', GRPC_API, ...real, GRPC_FAILED),
+    );
+    // 0, not nothing, for a deployment without a 5xx or a failed call.
     return `(\n  ${bad}\nor\n  0 * ${total}\n)\n/\n  ${total}`;
   }
-  const total = sumRate(series('http_request_duration_seconds_count', TIMED, ...real), window);
-  const fast = sumRate(series('http_request_duration_seconds_bucket', TIMED, ...real, bucket(threshold)), window);
+  const total = sumRate(
+    window,
+    series('http_request_duration_seconds_count', TIMED, ...real),
+    series('grpc_server_handling_seconds_count', GRPC_TIMED, ...real),
+  );
+  const fast = sumRate(
+    window,
+    series('http_request_duration_seconds_bucket', TIMED, ...real, bucket(threshold)),
+    series('grpc_server_handling_seconds_bucket', GRPC_TIMED, ...real, bucket(threshold)),
+  );
   return `(\n  ${total}\n-\n  ${fast}\n)\n/\n  ${total}`;
 }
 
@@ -209,8 +246,8 @@ function burnAlert(
   const name = `GreetingService${slo === 'availability' ? 'Availability' : 'Latency'}${speed === 'fast' ? 'Fast' : 'Slow'}Burn`;
   const what =
     slo === 'availability'
-      ? `the ${percent(objective)} availability SLO (/api answers that are not 5xx)`
-      : `the ${percent(objective)} latency SLO (/api answers within ${num(threshold * 1000)} ms)`;
+      ? `the ${percent(objective)} availability SLO (/api answers that are not 5xx, gRPC calls the service did not fail)`
+      : `the ${percent(objective)} latency SLO (/api answers and unary gRPC calls within ${num(threshold * 1000)} ms)`;
   return {
     alert: name,
     expr,
@@ -345,11 +382,12 @@ export function rules(options: RuleOptions = {}): RuleGroup[] {
     ),
     alert(
       'GreetingServiceRateLimitRefusing',
-      `${sumRate(series('http_requests_total', API, 'status="429"'), rateWindow)}\n/\n${sumRate(series('http_requests_total', API), rateWindow)}\n> ${num(RATE_LIMIT_REFUSED_SHARE)}`,
+      `${sumRate(rateWindow, series('http_requests_total', API, 'status="429"'), series('grpc_server_handled_total', GRPC_API, GRPC_REFUSED))}\n/\n` +
+        `${sumRate(rateWindow, series('http_requests_total', API), series('grpc_server_handled_total', GRPC_API))}\n> ${num(RATE_LIMIT_REFUSED_SHARE)}`,
       10 * MINUTE,
       'warning',
       `The rate limit of ${WHICH} refuses a large share of requests`,
-      `{{ $value | humanizePercentage }} of /api requests have been refused 429 by the rate limit for 10 minutes (alerting above ${percent(RATE_LIMIT_REFUSED_SHARE)}).`,
+      `{{ $value | humanizePercentage }} of /api requests and gRPC calls have been refused by the rate limit (429, ResourceExhausted) for 10 minutes (alerting above ${percent(RATE_LIMIT_REFUSED_SHARE)}).`,
     ),
     alert(
       'GreetingServiceEventLoopLagging',

@@ -13,17 +13,24 @@ export const SLO_WINDOW_SECONDS = 30 * 24 * 3600;
  */
 export const SLO_WINDOW_EVALUATION_SECONDS = 60;
 
-/** Availability: the share of answers to /api that are not 5xx. */
+/**
+ * Availability: the share of answers to /api that are not 5xx, and of calls to the API's gRPC
+ * services that end with no code of GRPC_SERVER_FAULT_CODES.
+ */
 export const AVAILABILITY_OBJECTIVE = 0.999;
 
-/** Latency: the share of answers to /api given within the threshold. */
+/** Latency: the share of answers to /api, and of unary calls to the API's gRPC services, given within the threshold. */
 export const LATENCY_OBJECTIVE = 0.99;
-/** Seconds; one of the bounds of `http_request_duration_seconds`'s buckets, since the SLI is read from them. */
+/**
+ * Seconds; one of the bounds of the buckets of `http_request_duration_seconds` (and of
+ * `grpc_server_handling_seconds`, which has the same), since the SLI is read from them.
+ */
 export const LATENCY_THRESHOLD_SECONDS = 0.1;
 
 /**
- * Whether answers an injected fault touched (`fault` label of `http_requests_total` and
- * `http_request_duration_seconds`: FAULT_ settings, the fault headers) count in the SLIs. False:
+ * Whether answers and calls an injected fault touched (`fault` label of `http_requests_total`,
+ * `http_request_duration_seconds` and `grpc_server_handled_total`: FAULT_ settings, the fault
+ * headers) count in the SLIs. False:
  * they are left out, so that a chaos test does not spend the real budget; GreetingServiceFaultsInjected
  * tells of faults where they are not expected.
  */
@@ -52,6 +59,22 @@ export const API_ROUTES = '(/.+)?/api/.+';
  * latency SLI, since their duration is the client's choice. The WebSocket's is its handshake alone.
  */
 export const LONG_LIVED_ROUTES = '(/.+)?/api/events';
+
+/**
+ * The gRPC services of the API, as the `grpc_service` label names them: the gRPC tutorials'
+ * Greeter and every service of the package `greeting`; not gRPC's own health and reflection
+ * services, which are to the API what /readyz is to /api.
+ */
+export const GRPC_API_SERVICES = 'helloworld[.]Greeter|greeting[.].+';
+/**
+ * The gRPC status codes (`grpc_code`, as Go names them) of a call the service failed, which spend
+ * the availability budget as a 5xx does: the codes the HTTP mapping of gRPC gives 500, 503 and 504.
+ * The others are the caller's: a bad or refused request (InvalidArgument, NotFound, AlreadyExists,
+ * FailedPrecondition, Aborted, OutOfRange, PermissionDenied, Unauthenticated), a call it ended
+ * (Canceled), the rate limit or a message over BODY_LIMIT (ResourceExhausted, the HTTP 429 and
+ * 413), or a method the service does not have (Unimplemented, a path no route matched).
+ */
+export const GRPC_SERVER_FAULT_CODES = ['Unknown', 'Internal', 'Unavailable', 'DeadlineExceeded', 'DataLoss'];
 
 /** The rate limit is alerted on when it refuses more than this share of /api requests for 10 minutes. */
 export const RATE_LIMIT_REFUSED_SHARE = 0.1;

@@ -33,12 +33,13 @@ export function codeName(code: GrpcCode): string {
 /**
  * The gRPC calls in `/metrics`, under the names and labels of the gRPC ecosystem's Prometheus
  * interceptors (go-grpc-prometheus): started, handled with their code, and their handling time;
- * `fault` as on the HTTP requests' series. A call is counted here, not among the HTTP requests.
+ * `fault` on the handled and timed calls as on the HTTP requests' series, so that the SLIs leave
+ * out the calls a fault touched. A call is counted here, not among the HTTP requests.
  */
 export class GrpcMetrics {
   readonly #started: Counter<'grpc_service' | 'grpc_method' | 'grpc_type'>;
   readonly #handled: Counter<'grpc_service' | 'grpc_method' | 'grpc_type' | 'grpc_code' | 'fault'>;
-  readonly #seconds: Histogram<'grpc_service' | 'grpc_method' | 'grpc_type'>;
+  readonly #seconds: Histogram<'grpc_service' | 'grpc_method' | 'grpc_type' | 'fault'>;
 
   constructor(registry: Registry) {
     this.#started = new Counter({
@@ -55,8 +56,8 @@ export class GrpcMetrics {
     });
     this.#seconds = new Histogram({
       name: 'grpc_server_handling_seconds',
-      help: 'Time from the start of a gRPC call to its end, in seconds.',
-      labelNames: ['grpc_service', 'grpc_method', 'grpc_type'],
+      help: 'Time from the start of a gRPC call to its end, in seconds, by service, method, type and the faults injected.',
+      labelNames: ['grpc_service', 'grpc_method', 'grpc_type', 'fault'],
       buckets: DURATION_BUCKETS,
       registers: [registry],
     });
@@ -72,6 +73,6 @@ export class GrpcMetrics {
     const fault = injected === undefined || injected.length === 0 ? '' : injected.join(',');
     const code = codeName(request.grpcCode ?? Code.Unknown);
     this.#handled.inc({ ...labels, grpc_code: code, fault });
-    this.#seconds.observe(labels, reply.elapsedTime / 1000);
+    this.#seconds.observe({ ...labels, fault }, reply.elapsedTime / 1000);
   }
 }

@@ -16,17 +16,22 @@ import { PROMETHEUS_SKIP_REASON, type Prometheus, type RuleState, startPrometheu
  * The rules and the dashboard against the real thing: the built service, scraped every second by
  * real Prometheus servers while the test sends it traffic.
  *
+ * Every instance answers /api requests and unary gRPC calls (the Connect protocol, JSON over
+ * HTTP/1.1), which the SLIs count together, each once.
+ *
  * - **The shipped file, as it stands**, in a Prometheus whose one scrape job (of a name of no
  *   meaning) holds three instances of the service (one injecting faults, one serving event
- *   streams besides the API) and another app's exporter, whose answers are 10% 500s and all slow;
+ *   streams besides the API) and another app's exporter, whose answers are 10% 500s and all slow,
+ *   and whose gRPC calls all fail;
  *   and a second job, a deployment whose Redis cannot be reached, so that its profile answers
  *   503. The faults page as unexpected, the deployment without Redis pages its fast burn, the other
  *   app, the faults and the streams raise no SLO alert; then every instance is killed, and the
  *   outage is paged within 90 s and stays so.
  * - **The rules rendered with every window and `for` divided by 60** (an hour in a minute), and
  *   with injected faults spending the budget, since they are what is measured there: the SLI read
- *   back against the share of 5xx the test saw with FAULT_ERROR_RATE=0.2, the fast burn firing,
- *   nothing firing without faults, and every panel of the dashboard answered.
+ *   back against the share of 5xx and failed calls the test saw with FAULT_ERROR_RATE=0.2, the fast
+ *   burn firing, nothing firing without faults, the calls counted in gRPC's metrics and not in
+ *   HTTP's, and every panel of the dashboard answered.
  */
 
 const ERROR_RATE = 0.2;
@@ -37,8 +42,25 @@ const JOB = 'whatever-the-team-calls-it';
 const BROKEN_JOB = 'without-redis';
 const FAST_BURN = 'GreetingServiceAvailabilityFastBurn';
 
-/** /api requests of every kind, and one outside it. */
-const REQUESTS: { path: string; init?: RequestInit }[] = [
+/** A unary call in the Connect protocol over HTTP/1.1 (JSON), as curl sends one: counted as a gRPC call. */
+const connectCall = (method: string, message: object) => ({
+  path: `/${method}`,
+  init: {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', 'connect-protocol-version': '1' },
+    body: JSON.stringify(message),
+  },
+  rpc: true,
+});
+
+/**
+ * The codes (as the Connect protocol writes them) of a call the service failed: those the SLI
+ * counts bad (GRPC_SERVER_FAULT_CODES).
+ */
+const FAILED_CALL = new Set(['unknown', 'internal', 'unavailable', 'deadline_exceeded', 'data_loss']);
+
+/** /api requests of every kind, one outside it, and unary gRPC calls (the profile's needs the store). */
+const REQUESTS: { path: string; init?: RequestInit; rpc?: boolean }[] = [
   { path: '/api/hello' },
   { path: '/api/hello/Ada' },
   { path: '/api/search?q=x' },
@@ -47,23 +69,36 @@ const REQUESTS: { path: string; init?: RequestInit }[] = [
   { path: '/api/profile' },
   { path: '/api/echo', init: { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"a":1}' } },
   { path: '/api/nope' },
+  connectCall('helloworld.Greeter/SayHello', { name: 'Ada' }),
+  connectCall('greeting.v1.GreetingService/Greet', { name: 'Ada' }),
+  connectCall('greeting.v1.GreetingService/GetProfile', {}),
 ];
 
 interface Tally {
-  /** Answers from routes under /api (the SLI's total), and the 5xx among them. */
+  /** Answers from routes under /api and gRPC calls (the SLI's total), and the 5xx and failed calls among them. */
   api: number;
   errors: number;
+  /** The gRPC calls among them, and those that ended with their answer (OK). */
+  calls: number;
+  answeredCalls: number;
 }
 
 /** Sends REQUESTS round and round from two clients, each pausing between requests, until `stop`. */
 async function drive(port: number, tally: Tally, stop: AbortSignal): Promise<void> {
   const client = async (offset: number) => {
     for (let i = offset; !stop.aborted; i++) {
-      const { path, init } = REQUESTS[i % REQUESTS.length] as (typeof REQUESTS)[number];
+      const { path, init, rpc } = REQUESTS[i % REQUESTS.length] as (typeof REQUESTS)[number];
       const res = await fetch(`http://127.0.0.1:${port}${path}`, init).catch(() => null);
       if (res === null) continue;
-      await res.arrayBuffer();
-      if (path !== '/api/nope') {
+      const body = await res.text();
+      if (rpc) {
+        // A failed call's code is in its JSON body; its HTTP status is the protocol's, not the SLI's.
+        const failed = res.status !== 200 && FAILED_CALL.has((JSON.parse(body) as { code: string }).code);
+        tally.api++;
+        tally.calls++;
+        if (res.status === 200) tally.answeredCalls++;
+        if (failed) tally.errors++;
+      } else if (path !== '/api/nope') {
         tally.api++;
         if (res.status >= 500) tally.errors++;
       }
@@ -92,7 +127,8 @@ async function stream(port: number, stop: AbortSignal): Promise<void> {
 /**
  * Another app in the same scrape job: its own `http_requests_total` and `http_request_duration_seconds`,
  * on routes named as the service's, 100 answers a second of which 10% are 500s, every one slower
- * than 100 ms; and its own `faults_injected_total`.
+ * than 100 ms; its own `grpc_server_handled_total` of a service named as one of ours, as many
+ * calls, all Unavailable; and its own `faults_injected_total`.
  */
 async function startNeighbour(): Promise<{ target: string; close(): Promise<void> }> {
   const started = performance.now();
@@ -111,6 +147,8 @@ async function startNeighbour(): Promise<{ target: string; close(): Promise<void
         `http_request_duration_seconds_bucket{method="GET",route="/api/hello",status="500",le="+Inf"} ${errors}`,
         `http_request_duration_seconds_sum${series} ${errors}`,
         `http_request_duration_seconds_count${series} ${errors}`,
+        '# TYPE grpc_server_handled_total counter',
+        `grpc_server_handled_total{grpc_service="helloworld.Greeter",grpc_method="SayHello",grpc_type="unary",grpc_code="Unavailable"} ${total}`,
         '# TYPE faults_injected_total counter',
         `faults_injected_total{kind="abort",source="settings"} ${errors}`,
         '',
@@ -162,9 +200,9 @@ describe('the rules and the dashboard in a real Prometheus scraping the service'
   skip: PROMETHEUS_SKIP_REASON,
 }, () => {
   const instances: Record<'faulty' | 'healthy' | 'broken', { server?: RunningServer; tally: Tally }> = {
-    faulty: { tally: { api: 0, errors: 0 } },
-    healthy: { tally: { api: 0, errors: 0 } },
-    broken: { tally: { api: 0, errors: 0 } },
+    faulty: { tally: { api: 0, errors: 0, calls: 0, answeredCalls: 0 } },
+    healthy: { tally: { api: 0, errors: 0, calls: 0, answeredCalls: 0 } },
+    broken: { tally: { api: 0, errors: 0, calls: 0, answeredCalls: 0 } },
   };
   const scaled: Partial<Record<'faulty' | 'healthy', Prometheus>> = {};
   const traffic = new AbortController();
@@ -239,7 +277,7 @@ describe('the rules and the dashboard in a real Prometheus scraping the service'
       }
     });
 
-    it('the availability SLI read back is the share of /api answers that were 503s, near FAULT_ERROR_RATE; latency 0', async (t) => {
+    it('the availability SLI read back is the share of /api answers and gRPC calls that failed, near FAULT_ERROR_RATE; latency 0', async (t) => {
       // Enough answers for the share to settle: 15 s of traffic, about 1,500 of them.
       await sleep(Math.max(0, trafficSince + 15_000 - performance.now()));
       const { tally } = instances.faulty;
@@ -247,7 +285,7 @@ describe('the rules and the dashboard in a real Prometheus scraping the service'
       const sli = Number(availability?.value[1]);
       const sent = tally.errors / tally.api;
       t.diagnostic(
-        `SLI ${sli.toFixed(4)}; the test saw ${tally.errors} 5xx in ${tally.api} /api answers (${sent.toFixed(4)})`,
+        `SLI ${sli.toFixed(4)}; the test saw ${tally.errors} 5xx and failed calls in ${tally.api} /api answers and gRPC calls (${tally.calls}) (${sent.toFixed(4)})`,
       );
       assert.ok(Math.abs(sli - sent) < 0.03, `SLI ${sli} against ${sent} sent`);
       const sigma = Math.sqrt((ERROR_RATE * (1 - ERROR_RATE)) / tally.api);
@@ -261,6 +299,28 @@ describe('the rules and the dashboard in a real Prometheus scraping the service'
       const [availability] = await prometheus('healthy').query('slo:errors:ratio_rate30d{slo="availability"}');
       assert.equal(Number(availability?.value[1]), 0);
       assert.equal(instances.healthy.tally.errors, 0);
+      const { calls, answeredCalls } = instances.healthy.tally;
+      assert.ok(calls > 0 && answeredCalls === calls, `${answeredCalls} of ${calls} calls answered`);
+    });
+
+    it('the gRPC calls are counted in grpc_server_handled_total, and not in http_requests_total', async () => {
+      const methods = await prometheus('healthy').query(
+        'sum by (grpc_service, grpc_method, grpc_code) (grpc_server_handled_total)',
+      );
+      assert.deepEqual(
+        methods.map(({ metric }) => `${metric.grpc_service}/${metric.grpc_method} ${metric.grpc_code}`).sort(),
+        [
+          'greeting.v1.GreetingService/GetProfile OK',
+          'greeting.v1.GreetingService/Greet OK',
+          'helloworld.Greeter/SayHello OK',
+        ],
+      );
+      // Every call is a POST: counted by HTTP's metrics too, it would be a POST of a route other than the echo's.
+      const posts = await prometheus('healthy').query('sum by (route) (http_requests_total{method="POST"})');
+      assert.deepEqual(
+        posts.map(({ metric }) => metric.route),
+        ['/api/echo'],
+      );
     });
 
     it("every dashboard panel's query, its variables at All, is accepted, and has data (faults in one, streams in the other) but for the WebSocket's", async () => {

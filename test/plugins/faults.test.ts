@@ -771,6 +771,41 @@ describe('the answers a fault touched in /metrics', () => {
   });
 });
 
+describe('the gRPC calls a fault touched in /metrics', () => {
+  it('are labelled with the faults injected in grpc_server_handled_total and grpc_server_handling_seconds alike, as answers are', async () => {
+    const served = await serve({ faultErrorRate: 0.5, faultDelayRate: 0.5, faultDelayMs: { min: 0, max: 0 } });
+    try {
+      const calls = await many(200, 20, () =>
+        served.send({
+          method: 'POST',
+          path: '/greeting.v1.GreetingService/Greet',
+          headers: { 'content-type': 'application/json', 'connect-protocol-version': '1' },
+          body: '{"name":"Ada"}',
+        }),
+      );
+      const byFault = new Map<string, number>();
+      for (const res of calls) {
+        const fault = String(res.headers['x-fault-injected'] ?? '').replace(/, /g, ',');
+        byFault.set(fault, (byFault.get(fault) ?? 0) + 1);
+      }
+      assert.deepEqual([...byFault.keys()].sort(), ['', 'abort', 'delay', 'delay,abort']);
+      const text = (await served.send({ path: '/metrics' })).text;
+      const handled = samples(text, 'grpc_server_handled_total');
+      const durations = samples(text, 'grpc_server_handling_seconds_count');
+      const call = 'grpc_service="greeting.v1.GreetingService",grpc_method="Greet",grpc_type="unary"';
+      for (const [fault, count] of byFault) {
+        // Written `fault=""` for none, which Prometheus keeps as no label, as HTTP's series have.
+        const labelled = `,fault="${fault}"`;
+        const code = fault.includes('abort') ? 'Unavailable' : 'OK';
+        assert.equal(handled.get(`{${call},grpc_code="${code}"${labelled}}`), count, `${code} ${fault}`);
+        assert.equal(durations.get(`{${call}${labelled}}`), count, `duration ${fault}`);
+      }
+    } finally {
+      await served.close();
+    }
+  });
+});
+
 describe('the OpenAPI document of a deployment that injects faults', () => {
   // biome-ignore lint/suspicious/noExplicitAny: the document, walked by its own structure
   const documentOf = async (served: Served): Promise<any> => (await served.send({ path: '/openapi.json' })).json();
