@@ -95,6 +95,27 @@ describe('the conformance kit: --grpc against the service', () => {
   });
 });
 
+describe("the conformance kit: --grpc against Envoy's gRPC abort header", () => {
+  it('skips each gRPC check the header aborted, naming the status, over the Connect protocol and gRPC itself', async () => {
+    const service = await listening({ logLevel: 'silent', http2: true, faultHeaders: true, rateLimitMax: 0 });
+    try {
+      const report = await runConformance({
+        baseUrl: service.origin,
+        only: ['grpc.say-hello', 'grpc.http2-say-hello'],
+        grpc: true,
+        http2: true,
+        headers: [['x-envoy-fault-abort-grpc-request', '14']],
+      });
+      assert.deepEqual(notPassed(report), [
+        'skip grpc.say-hello: an injected fault answered POST /helloworld.Greeter/SayHello: 503 unavailable (x-fault-injected: abort) | ',
+        'skip grpc.http2-say-hello: an injected fault answered POST /helloworld.Greeter/SayHello: 200 grpc-status 14 (x-fault-injected: abort) | ',
+      ]);
+    } finally {
+      await service.app.close();
+    }
+  });
+});
+
 /** Whether the request calls `method` (`Service/Method`) of any package. */
 const on = (url: string, method: string) => url.endsWith(`.${method}`);
 
