@@ -121,7 +121,7 @@ export async function connectValue(
 ): Promise<{ res: Response; value: JsonObject }> {
   const { res, value } = await connectCall(ctx, path, message, headers);
   if (value === null) fail(`${where(res)} ${show(message)}: 200 and a message`, `${res.status} ${show(res.text)}`);
-  return { res, value: value ?? {} };
+  return { res, value };
 }
 
 /** The error of a unary call that must fail. */
@@ -133,7 +133,7 @@ export async function connectFailure(
 ): Promise<RpcError> {
   const { res, error } = await connectCall(ctx, path, message, headers);
   if (error === null) fail(`${where(res)} ${show(message)}: an error`, `${res.status} ${show(res.text)}`);
-  return error ?? fail('an error', 'none');
+  return error;
 }
 
 /** A Connect error's body (`{code, message, details: [{type, value}]}`) in the kit's form. */

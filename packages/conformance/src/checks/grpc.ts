@@ -185,9 +185,9 @@ export const grpcChecks: Check[] = [
       for (let page = 0; page <= table.length; page += 1) {
         const { value } = await connectValue(ctx, `${SERVICE}/ListCurrencies`, { pageSize: 7, pageToken: token });
         const currencies = value.currencies ?? [];
-        if (!Array.isArray(currencies) || currencies.length > 7)
+        if (!Array.isArray(currencies) || currencies.length > 7 || !currencies.every(isObject))
           fail('a page of at most 7 currencies', show(currencies));
-        listed.push(...(currencies as JsonObject[]));
+        listed.push(...currencies);
         token = typeof value.nextPageToken === 'string' ? value.nextPageToken : '';
         if (token === '') break;
       }
