@@ -1,12 +1,13 @@
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
-import { mkdir, mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { existsSync } from 'node:fs';
+import { copyFile, mkdir, mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { dirname, join, relative, resolve } from 'node:path';
+import { delimiter, dirname, join, relative, resolve } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { promisify } from 'node:util';
 import { writeSboms } from '../scripts/sbom.js';
-import { typeCheck, typescriptBlocks } from './docs/typescript-blocks.js';
+import { type TypeScriptBlock, typeCheck, typescriptBlocks } from './docs/typescript-blocks.js';
 import { killAllServers, ROOT, type RunningServer, startServer } from './server-process.js';
 
 const exec = promisify(execFile);
@@ -95,11 +96,61 @@ async function bytesUnder(dir: string): Promise<number> {
   return bytes;
 }
 
-/** tsc's errors in the ```ts blocks of a page of docs/ (and in what they import), compiled under --strict in `project`. */
-async function docsTypeErrors(page: string, project: string): Promise<string[]> {
+/** A block that imports ConnectRPC, whose declarations name the Fetch API's `HeadersInit`, which TypeScript's DOM library alone declares. */
+const importsConnect = (block: TypeScriptBlock) => /from '@connectrpc\//.test(block.code);
+
+/**
+ * tsc's errors in the ```ts blocks of a page of docs/ (and in what they import), compiled under
+ * --strict in `project`, beside the directories of it in `beside`: those that import ConnectRPC
+ * with the DOM library too, as the page tells a project to.
+ */
+async function docsTypeErrors(page: string, project: string, beside: readonly string[] = []): Promise<string[]> {
   const blocks = typescriptBlocks(page, await readFile(join(ROOT, page), 'utf8'));
   assert.ok(blocks.length > 0, `no TypeScript in ${page}`);
-  return typeCheck(blocks, join(project, 'node_modules'));
+  const nodeModules = join(project, 'node_modules');
+  const connect = blocks.filter(importsConnect);
+  return [
+    ...(await typeCheck(
+      blocks.filter((block) => !importsConnect(block)),
+      nodeModules,
+      { beside },
+    )),
+    ...(connect.length === 0 ? [] : await typeCheck(connect, nodeModules, { beside, lib: ['ES2023', 'DOM'] })),
+  ];
+}
+
+/** What the documentation's examples import besides the workspace's packages, at the versions the repository has. */
+const EXAMPLES_IMPORT = [
+  'undici',
+  '@bufbuild/protobuf',
+  '@connectrpc/connect',
+  '@connectrpc/connect-node',
+  '@connectrpc/connect-web',
+];
+
+/**
+ * The gRPC recipe of docs/client.md followed in `project`: the .proto files its loop downloads
+ * (from proto/, which the service serves at /proto/), its buf.gen.yaml, then `buf generate` with
+ * the repository's buf and protoc-gen-es. Resolves with the directory of the generated code.
+ */
+async function generatedAsDocumented(project: string): Promise<string> {
+  const page = await readFile(join(ROOT, 'docs/client.md'), 'utf8');
+  const files = /^for file in ([^;]+); do$/m.exec(page)?.[1]?.trim().split(/\s+/) ?? [];
+  const config = /^```yaml\n([\s\S]*?protoc-gen-es[\s\S]*?)^```$/m.exec(page)?.[1] ?? '';
+  const out = /^\s*out: (\S+)$/m.exec(config)?.[1];
+  assert.ok(files.length > 0 && out !== undefined, 'the recipe names its .proto files and its buf.gen.yaml');
+  for (const file of files) {
+    const vendored = join(ROOT, 'proto/vendor', file);
+    await mkdir(dirname(join(project, 'proto', file)), { recursive: true });
+    await copyFile(existsSync(vendored) ? vendored : join(ROOT, 'proto', file), join(project, 'proto', file));
+  }
+  await writeFile(join(project, 'buf.gen.yaml'), config);
+  const bin = join(ROOT, 'node_modules/.bin');
+  await exec(join(bin, 'buf'), ['generate'], {
+    cwd: project,
+    env: { ...process.env, PATH: `${bin}${delimiter}${process.env.PATH}` },
+  });
+  return join(project, out);
 }
 
 /**
@@ -293,15 +344,23 @@ console.log(JSON.stringify([GROUPS.includes('hello'), report.failed, report.pass
 
   describe("the documentation's TypeScript, against the packages as installed", () => {
     let project: string;
+    let generated: string;
     before(async () => {
-      // What the examples import: the two packages, and undici for the client over HTTP/2.
-      const { version } = JSON.parse(await readFile(join(ROOT, 'node_modules/undici/package.json'), 'utf8'));
-      project = await projectWith(join(scratch, 'docs-project'), [client.tarball, kit.tarball, `undici@${version}`]);
+      // What the examples import: the two packages, undici for the client over HTTP/2, ConnectRPC
+      // and the code its recipe generates for gRPC.
+      const others = await Promise.all(
+        EXAMPLES_IMPORT.map(async (name) => {
+          const { version } = JSON.parse(await readFile(join(ROOT, 'node_modules', name, 'package.json'), 'utf8'));
+          return `${name}@${version}`;
+        }),
+      );
+      project = await projectWith(join(scratch, 'docs-project'), [client.tarball, kit.tarball, ...others]);
+      generated = await generatedAsDocumented(project);
     });
 
     for (const page of ['docs/client.md', 'docs/conformance.md']) {
       it(`type-checks every example of ${page} as written, under --strict, with the packages' declarations`, async () => {
-        assert.deepEqual(await docsTypeErrors(page, project), []);
+        assert.deepEqual(await docsTypeErrors(page, project, [generated]), []);
       });
     }
   });

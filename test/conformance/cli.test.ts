@@ -172,7 +172,27 @@ describe('greeting-service conformance', () => {
     assert.equal(code, 0);
     assert.match(stdout, /^Usage: greeting-service conformance <base-url>/);
     assert.match(stdout, /--rate-limit/);
-    assert.match(stdout, /--http2 [\s\S]*--ca <file> [\s\S]*--insecure /);
+    assert.match(stdout, /--http2 [\s\S]*--grpc [\s\S]*--ca <file> [\s\S]*--insecure /);
+  });
+
+  it('--grpc checks the gRPC services, gRPC itself with --http2; against GRPC=false it exits 2 saying gRPC is not served', async () => {
+    const server = await listening({ http2: true, rateLimitMax: 0, logLevel: 'silent' });
+    const off = await listening({ grpc: false, logLevel: 'silent' });
+    try {
+      const { code, stdout } = await conformance(server.origin, '--http2', '--grpc', '--only', 'grpc');
+      assert.equal(code, 0, stdout);
+      assert.match(stdout, /^pass {2}grpc\.reflection /m);
+      assert.match(stdout, /^\d+ passed, 0 failed, 1 skipped$/m);
+      const refused = await conformance(off.origin, '--grpc');
+      assert.equal(refused.code, 2);
+      assert.equal(refused.stdout, '');
+      assert.match(
+        refused.stderr,
+        /^greeting-service conformance: http:\/\/127\.0\.0\.1:\d+ does not serve gRPC: POST \/helloworld\.Greeter\/SayHello answered 404 .*: run without --grpc\n$/,
+      );
+    } finally {
+      await Promise.all([server.app.close(), off.app.close()]);
+    }
   });
 
   it('--http2 sends every request over HTTP/2 with prior knowledge, and runs the http2 checks', async () => {

@@ -22,8 +22,8 @@ describe('the conformance kit against the service in memory', () => {
   });
   after(() => client.close());
 
-  it('passes every check, writes, rate limit and slow clients included', async () => {
-    const report = await runConformance({ baseUrl: origin, write: true, rateLimit: true, slow: true });
+  it('passes every check, writes, rate limit, slow clients and gRPC included', async () => {
+    const report = await runConformance({ baseUrl: origin, write: true, rateLimit: true, slow: true, grpc: true });
     // Over HTTP/1.1: the HTTP/2 checks need --http2 (run below).
     assert.deepEqual(notPassed(report), SKIPPED_OVER_HTTP1);
     assert.equal(report.failed, 0);
@@ -111,7 +111,7 @@ describe('the conformance kit against a deployment that injects faults', () => {
 });
 
 describe('the conformance kit over HTTP/2', () => {
-  it("passes every check, writes and rate limit included, over h2c; the slow clients are HTTP/1.1's, checked above", async () => {
+  it("passes every check, writes, rate limit and gRPC included, over h2c; the slow clients are HTTP/1.1's, checked above", async () => {
     const client = await http2Client({ rateLimitMax: 2500 });
     try {
       const address = client.app.server.address() as { port: number };
@@ -120,6 +120,7 @@ describe('the conformance kit over HTTP/2', () => {
         write: true,
         rateLimit: true,
         http2: true,
+        grpc: true,
       });
       assert.deepEqual(notPassed(report), [
         'skip timeouts.slow-headers: needs --slow | ',
@@ -147,6 +148,7 @@ describe('the conformance kit over HTTP/2', () => {
         baseUrl: server.origin,
         write: true,
         http2: true,
+        grpc: true,
         ca: readFileSync(files.ca),
       });
       assert.deepEqual(

@@ -1,6 +1,6 @@
 import { mkdtemp, rm, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import { run } from '../run-command.js';
 import { ROOT } from '../server-process.js';
 
@@ -45,10 +45,23 @@ export function typescriptBlocks(file: string, text: string): TypeScriptBlock[] 
  * the repository's. Resolves with tsc's errors in the blocks, each at `file:line:column` of the page,
  * and in the declarations the packages ship.
  */
-export async function typeCheck(blocks: readonly TypeScriptBlock[], nodeModules: string): Promise<string[]> {
+export async function typeCheck(
+  blocks: readonly TypeScriptBlock[],
+  nodeModules: string,
+  {
+    beside = [],
+    lib = ['ES2023'],
+  }: {
+    /** Directories of the project that the blocks import by relative paths (code generated there), laid beside them under their own names. */
+    beside?: readonly string[];
+    /** TypeScript's libraries: the language's alone, unless the packages' declarations ask for more. */
+    lib?: readonly string[];
+  } = {},
+): Promise<string[]> {
   const dir = await mkdtemp(join(tmpdir(), 'greeting-service-docs-ts-'));
   try {
     await symlink(nodeModules, join(dir, 'node_modules'), 'dir');
+    for (const path of beside) await symlink(path, join(dir, basename(path)), 'dir');
     const names = blocks.map((block, index) => `block-${index}.${block.commonJs === true ? 'cts' : 'mts'}`);
     await Promise.all(blocks.map((block, index) => writeFile(join(dir, names[index] ?? ''), block.code)));
     const compilerOptions = {
@@ -57,7 +70,7 @@ export async function typeCheck(blocks: readonly TypeScriptBlock[], nodeModules:
       target: 'ES2022',
       module: 'NodeNext',
       moduleResolution: 'NodeNext',
-      lib: ['ES2023'],
+      lib,
       types: ['node'],
       typeRoots: [join(ROOT, 'node_modules/@types')],
     };

@@ -1,5 +1,5 @@
 import type { IncomingHttpHeaders } from 'node:http';
-import { INJECTED_HEADER, type Response } from './http.js';
+import { INJECTED_HEADER, type Response, RPC_PATH } from './http.js';
 
 /**
  * What the contract asks of every answer, held to every answer the run receives: the checks ask
@@ -71,9 +71,10 @@ export class AnswerAudit {
     if (id === undefined || id === '') note('request-id', 'no X-Request-Id');
 
     const type = value(headers, 'content-type');
-    // Every body is JSON but the metrics' text, the documentation page's HTML and the event stream.
+    // Every body is JSON but the metrics' text, the documentation page's HTML, the event stream and
+    // the gRPC calls' (each in its protocol's own content type).
     const stream = res.status === 200 && route(path) === '/api/events';
-    if (res.body.length > 0 && !stream && !/^\/(?:metrics|docs)(?:[/?]|$)/.test(path)) {
+    if (res.body.length > 0 && !stream && !RPC_PATH.test(path) && !/^\/(?:metrics|docs)(?:[/?]|$)/.test(path)) {
       if (type?.toLowerCase().replace(/\s*;\s*/g, '; ') !== 'application/json; charset=utf-8') {
         note('json', `Content-Type: ${type === undefined ? 'none' : JSON.stringify(type)}`);
       }

@@ -34,6 +34,8 @@ Options:
   --origin <origin>    the Origin of the CORS checks (default https://conformance.example)
   --http2              send every request over HTTP/2: with prior knowledge (h2c) for http://,
                        by ALPN for https://; and run the http2 checks
+  --grpc               also check the gRPC services: in the Connect protocol with JSON, and with
+                       --http2 in gRPC itself (application/grpc) too
   --ca <file>          a PEM file of the CA certificates to trust for https:// (a private CA)
   --insecure           trust any certificate of an https:// base URL
   -h, --help           this text
@@ -154,6 +156,7 @@ export async function conformanceMain(args: readonly string[], command: string):
         'body-limit': { type: 'string' },
         origin: { type: 'string' },
         http2: { type: 'boolean' },
+        grpc: { type: 'boolean' },
         ca: { type: 'string' },
         insecure: { type: 'boolean' },
         help: { type: 'boolean', short: 'h' },
@@ -184,6 +187,7 @@ export async function conformanceMain(args: readonly string[], command: string):
       ...(values['body-limit'] !== undefined && { bodyLimit: positive('body-limit', values['body-limit']) }),
       ...(values.origin !== undefined && { origin: values.origin }),
       ...(values.http2 === true && { http2: true }),
+      ...(values.grpc === true && { grpc: true }),
       ...(values.ca !== undefined && { ca: readCa(values.ca) }),
       ...(values.insecure === true && { insecure: true }),
       ...(headers !== undefined && { headers }),

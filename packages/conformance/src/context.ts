@@ -25,6 +25,7 @@ export const GROUPS = [
   'rate-limit',
   'http2',
   'events',
+  'grpc',
 ] as const;
 
 export type Group = (typeof GROUPS)[number];
@@ -35,8 +36,8 @@ export interface Check {
   /** The section of the specification or the contract it verifies: `spec 4.2`, `contract: Errors`. */
   clause: string;
   title: string;
-  /** Runs only with --write, --rate-limit, --slow or --http2. */
-  needs?: 'write' | 'rate-limit' | 'slow' | 'http2';
+  /** Runs only with --write, --rate-limit, --slow, --http2 or --grpc. */
+  needs?: 'write' | 'rate-limit' | 'slow' | 'http2' | 'grpc';
   run(ctx: Context): Promise<void>;
 }
 
@@ -72,6 +73,7 @@ export interface RunOptions {
   rateLimit: boolean;
   slow: boolean;
   http2: boolean;
+  grpc: boolean;
   bodyLimit: number;
   origin: string;
 }

@@ -34,6 +34,8 @@ export interface Request {
   refusableInFront?: boolean;
   /** Told of each piece of the body as it arrives: a stream's events, to see when each came. */
   onData?: (chunk: Buffer) => void;
+  /** The path is under the origin, not the base URL: a gRPC method's, at the root whatever the context path. */
+  atRoot?: boolean;
 }
 
 export interface Response {
@@ -52,6 +54,8 @@ export interface Response {
   readonly body: Buffer;
   /** The body as text, decoded from its content coding (`decodedBody`). */
   readonly text: string;
+  /** The trailer fields that came after the body, lower-case names (gRPC's status over HTTP/2); none when absent. */
+  readonly trailers?: IncomingHttpHeaders;
 }
 
 /** Node's zstd decoder, where the runtime has it (22.15 and later). */
@@ -146,6 +150,9 @@ const UNTRUSTED_CERTIFICATE = new Set([
 /** Lowest count of requests left in the window before the client waits for the next window. */
 const QUOTA_RESERVE = 8;
 
+/** A gRPC method's path, `/<package>.<Service>/<Method>`: a call in gRPC, gRPC-Web or the Connect protocol. */
+export const RPC_PATH = /^\/[A-Za-z_][\w.]*\.[A-Za-z_]\w*\/[A-Za-z_]\w*$/;
+
 /** The header with which the service names the faults it injected into an answer (`abort`, `delay, abort`). */
 export const INJECTED_HEADER = 'x-fault-injected';
 
@@ -198,8 +205,9 @@ export class Http {
     return this.#budget.requestTimeoutMs;
   }
 
-  #isApi(path: string): boolean {
-    return /^\/api(?:[/?#]|$)/.test(path);
+  /** Whether the rate limit counts a request to `path`: under /api, or a gRPC method's. */
+  #limited(path: string): boolean {
+    return /^\/api(?:[/?#]|$)/.test(path) || RPC_PATH.test(path);
   }
 
   #spend(): void {
@@ -219,7 +227,7 @@ export class Http {
   }
 
   async send(request: Request): Promise<Response> {
-    const api = this.#isApi(request.path);
+    const api = this.#limited(request.path);
     if (api && !request.spendQuota && this.#quota !== undefined && this.#quota.remaining <= QUOTA_RESERVE) {
       const wait = this.#quota.resetAt - Date.now();
       this.#quota = undefined;
@@ -345,10 +353,18 @@ export class Http {
     return this.#transport.http2 ? this.#onceHttp2(request) : this.#onceHttp1(request);
   }
 
-  #onceHttp2({ method = 'GET', path, headers = {}, body, refusableInFront, onData }: Request): Promise<Response> {
+  #onceHttp2({
+    method = 'GET',
+    path,
+    headers = {},
+    body,
+    refusableInFront,
+    onData,
+    atRoot,
+  }: Request): Promise<Response> {
     const sentAt = Date.now();
     const payload = typeof body === 'string' ? Buffer.from(body, 'utf8') : body;
-    const fullPath = this.prefix + path;
+    const fullPath = (atRoot ? '' : this.prefix) + path;
     const fields: Record<string, string | string[]> = { ':method': method, ':path': fullPath };
     for (const [name, value] of Object.entries(this.#fields(headers))) {
       if (!NOT_HTTP2.has(name.toLowerCase())) fields[name.toLowerCase()] = value;
@@ -360,6 +376,7 @@ export class Http {
       let size = 0;
       let status = 0;
       let received: IncomingHttpHeaders = {};
+      let trailers: IncomingHttpHeaders = {};
       const timer = setTimeout(() => {
         stream.close(http2.NGHTTP2_CANCEL);
         reject(new Error(this.#tooSlow(method, fullPath, 'no whole answer')));
@@ -367,6 +384,9 @@ export class Http {
       stream.on('response', ({ ':status': code, ...rest }) => {
         status = Number(code);
         received = rest as IncomingHttpHeaders;
+      });
+      stream.on('trailers', (fields) => {
+        trailers = fields as IncomingHttpHeaders;
       });
       stream.on('data', (chunk: Buffer) => {
         onData?.(chunk);
@@ -386,6 +406,7 @@ export class Http {
           headers: received,
           body: data,
           text: textOf(data, received['content-encoding'] as string | undefined),
+          trailers,
         });
       });
       stream.on('error', (error: NodeJS.ErrnoException) => {
@@ -396,9 +417,17 @@ export class Http {
     });
   }
 
-  #onceHttp1({ method = 'GET', path, headers = {}, body, refusableInFront, onData }: Request): Promise<Response> {
+  #onceHttp1({
+    method = 'GET',
+    path,
+    headers = {},
+    body,
+    refusableInFront,
+    onData,
+    atRoot,
+  }: Request): Promise<Response> {
     const sentAt = Date.now();
-    const fullPath = this.prefix + path;
+    const fullPath = (atRoot ? '' : this.prefix) + path;
     const payload = typeof body === 'string' ? Buffer.from(body, 'utf8') : body;
     const sent = this.#fields(headers);
     if (payload !== undefined && !Object.keys(sent).some((name) => name.toLowerCase() === 'content-length')) {
@@ -436,6 +465,7 @@ export class Http {
               headers: res.headers,
               body: data,
               text: textOf(data, res.headers['content-encoding']),
+              trailers: res.trailers,
             });
           });
           res.on('error', reject);

@@ -12,7 +12,17 @@ import {
   type Group,
   makeContext,
 } from './context.js';
-import { BudgetError, Http, INJECTED_HEADER, isInjectedAbort, type Response, speaksTls, ToolError } from './http.js';
+import {
+  BudgetError,
+  Http,
+  INJECTED_HEADER,
+  isInjectedAbort,
+  type Response,
+  RPC_PATH,
+  speaksTls,
+  ToolError,
+} from './http.js';
+import { envelopes } from './protobuf.js';
 
 /**
  * The conformance kit as a library: `runConformance` runs black-box checks of the interface
@@ -80,6 +90,11 @@ export interface Options {
   origin?: string;
   /** Send every request over HTTP/2 (h2c with prior knowledge for http://, h2 by ALPN for https://), and run the `http2` checks. */
   http2?: boolean;
+  /**
+   * Run the `grpc` checks: every RPC in the Connect protocol with JSON, and with `http2` gRPC itself
+   * too. A deployment that answers 404 for them does not serve gRPC: the run stops with a ToolError.
+   */
+  grpc?: boolean;
   /** CA certificates (PEM) to trust for an https:// base URL instead of the system's: a private CA. */
   ca?: string | Buffer;
   /** Trust any certificate of an https:// base URL. */
@@ -185,18 +200,45 @@ export async function runConformance(options: Options): Promise<Report> {
   }
 }
 
+/** The path of the call that tells whether gRPC is served. */
+const SAY_HELLO = '/helloworld.Greeter/SayHello';
+
+/** gRPC is served at all, at the origin's root (whatever the base URL's path): else every gRPC check would fail for that one reason. */
+async function grpcPreflight(http: Http): Promise<void> {
+  const where = `${http.origin.origin}${http.prefix}`;
+  let res: Response;
+  try {
+    res = await http.send({
+      method: 'POST',
+      path: SAY_HELLO,
+      atRoot: true,
+      headers: { 'Content-Type': 'application/json', 'Connect-Protocol-Version': '1' },
+      body: '{"name":"conformance"}',
+    });
+  } catch (error) {
+    throw new ToolError(`cannot reach ${named(where)} for gRPC: ${(error as Error).message}`);
+  }
+  if (res.status === 404 && res.headers[INJECTED_HEADER] === undefined) {
+    throw new ToolError(
+      `${named(where)} does not serve gRPC: POST ${SAY_HELLO} answered 404 (a deployment with GRPC=false, or a proxy that does not pass gRPC's paths on): run without --grpc`,
+    );
+  }
+}
+
 async function run(http: Http, base: URL, options: Options, started: number): Promise<Report> {
   await preflight(http);
+  const checks = ALL_CHECKS.filter((check) => selected(check, options.only, options.skip));
+  if (options.grpc && checks.some((check) => check.group === 'grpc')) await grpcPreflight(http);
 
   const ctx: Context = makeContext(http, {
     write: options.write ?? false,
     rateLimit: options.rateLimit ?? false,
     slow: options.slow ?? false,
     http2: options.http2 ?? false,
+    grpc: options.grpc ?? false,
     bodyLimit: options.bodyLimit ?? 1024 * 1024,
     origin: options.origin ?? 'https://conformance.example',
   });
-  const checks = ALL_CHECKS.filter((check) => selected(check, options.only, options.skip));
   const results: CheckResult[] = [];
   let spent: string | undefined;
   for (const [index, check] of checks.entries()) {
@@ -221,7 +263,13 @@ async function run(http: Http, base: URL, options: Options, started: number): Pr
   };
 }
 
-const FLAGS = { write: '--write', 'rate-limit': '--rate-limit', slow: '--slow', http2: '--http2' } as const;
+const FLAGS = {
+  write: '--write',
+  'rate-limit': '--rate-limit',
+  slow: '--slow',
+  http2: '--http2',
+  grpc: '--grpc',
+} as const;
 
 async function runOne(check: Check, ctx: Context, spent: string | undefined): Promise<CheckResult> {
   const base = { id: check.id, group: check.group, clause: check.clause, title: check.title, durationMs: 0 };
@@ -247,6 +295,21 @@ async function runOne(check: Check, ctx: Context, spent: string | undefined): Pr
       return { ...base, outcome: 'fail', expected: error.expected, actual: error.actual };
     }
     return { ...base, outcome: 'fail', expected: 'an answer', actual: (error as Error).message };
+  }
+}
+
+/** A gRPC call's status as its answer says it: its grpc-status, else the Connect error's code (a stream's in its last message); null for none. */
+function rpcCode(res: Response): string | null {
+  const status = res.trailers?.['grpc-status'] ?? res.headers['grpc-status'];
+  if (typeof status === 'string') return `grpc-status ${status}`;
+  const stream = /^application\/connect\+json\b/i.test(String(res.headers['content-type']));
+  try {
+    const body = stream ? (envelopes(res.body).items.at(-1)?.data.toString('utf8') ?? '') : res.text;
+    const parsed = JSON.parse(body) as { code?: unknown; error?: { code?: unknown } } | null;
+    const code = stream ? parsed?.error?.code : parsed?.code;
+    return typeof code === 'string' ? code : null;
+  } catch {
+    return null;
   }
 }
 
@@ -280,8 +343,9 @@ function injectedCodes(status: number): readonly string[] {
  */
 function injectedOutcome(base: Omit<CheckResult, 'outcome'>, aborts: readonly Response[]): CheckResult {
   for (const res of aborts) {
-    // A success or a redirect injected has no body to hold to the envelope, nor has an answer to HEAD.
-    if (res.status < 400 || res.request.method === 'HEAD') continue;
+    // A success or a redirect injected has no body to hold to the envelope, nor has an answer to
+    // HEAD; a gRPC call's error is its protocol's, not the envelope.
+    if (res.status < 400 || res.request.method === 'HEAD' || RPC_PATH.test(res.request.route)) continue;
     const allowed = injectedCodes(res.status);
     const sent = sentCode(res);
     try {
@@ -297,7 +361,7 @@ function injectedOutcome(base: Omit<CheckResult, 'outcome'>, aborts: readonly Re
     }
   }
   const [first] = aborts as [Response];
-  const code = sentCode(first);
+  const code = RPC_PATH.test(first.request.route) ? rpcCode(first) : sentCode(first);
   return {
     ...base,
     outcome: 'skip',

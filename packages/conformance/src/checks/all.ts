@@ -6,6 +6,7 @@ import { errorChecks, httpChecks, requestIdChecks } from './errors.js';
 import { eventChecks } from './events.js';
 import { everyAnswerChecks } from './every-answer.js';
 import { exchangeChecks } from './exchange.js';
+import { grpcChecks } from './grpc.js';
 import { corsChecks, securityChecks } from './headers.js';
 import { helloChecks } from './hello.js';
 import { http2Checks } from './http2.js';
@@ -18,8 +19,9 @@ import { versioningChecks } from './versioning.js';
 import { websocketChecks } from './websocket.js';
 
 /**
- * Every check, in the order they run: the profile writes before the rate limit is spent; last, the
- * headers of every answer the run received.
+ * Every check, in the order they run: the profile writes before the rate limit is spent, the gRPC
+ * ones after the REST ones have put the profile back; last, the headers of every answer the run
+ * received.
  */
 export const ALL_CHECKS: readonly Check[] = [
   ...helloChecks,
@@ -41,6 +43,7 @@ export const ALL_CHECKS: readonly Check[] = [
   ...exchangeChecks,
   ...profileChecks,
   ...codingChecks,
+  ...grpcChecks,
   ...timeoutChecks,
   ...rateLimitChecks,
   ...everyAnswerChecks,

@@ -74,7 +74,25 @@ function expectGreetings(res: Response, name: string, first: number, last: numbe
 }
 
 /** How late an event may arrive after it was due, in ms: a network between the kit and the service is no loopback. */
-const LATE_MS = 500;
+export const LATE_MS = 500;
+
+/**
+ * Each of `arrivals` (ms from the request) came when due, `interval` ms after the one before,
+ * within LATE_MS: a stream nothing on the way holds back.
+ */
+export function expectWhenDue(arrivals: readonly number[], interval: number, what: string): void {
+  // When the schedule began, as the arrivals tell it: the earliest of each arrival less its offset.
+  const start = Math.min(...arrivals.map((at, k) => at - k * interval));
+  arrivals.forEach((at, k) => {
+    const late = at - (start + k * interval);
+    if (late > LATE_MS) {
+      fail(
+        `${what} ${k + 1} at ${k * interval} ms after the first (within ${LATE_MS} ms)`,
+        `${Math.round(at - (arrivals[0] ?? 0))} ms: held back on the way (a buffering proxy?)`,
+      );
+    }
+  });
+}
 
 /** Asks for a stream and notes when each of its events arrived, in ms from the request. */
 async function timedStream(ctx: Context, path: string): Promise<{ res: Response; arrivals: number[] }> {
@@ -118,17 +136,7 @@ export const eventChecks: Check[] = [
       const { res, arrivals } = await timedStream(ctx, `/api/events?count=${count}&interval_ms=${interval}`);
       expectStreamHead(res);
       expectEqual(arrivals.length, count, 'events received');
-      // When the schedule began, as the arrivals tell it: the earliest of each arrival less its offset.
-      const start = Math.min(...arrivals.map((at, k) => at - k * interval));
-      arrivals.forEach((at, k) => {
-        const late = at - (start + k * interval);
-        if (late > LATE_MS) {
-          fail(
-            `event ${k + 1} at ${k * interval} ms after the first (within ${LATE_MS} ms)`,
-            `${Math.round(at - (arrivals[0] ?? 0))} ms: held back on the way (a buffering proxy?)`,
-          );
-        }
-      });
+      expectWhenDue(arrivals, interval, 'event');
     },
   },
   {
