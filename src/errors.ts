@@ -270,6 +270,11 @@ export function payloadTooLarge(limit: number): ApiError {
   return apiError(413, `The request body is larger than the limit of ${limit} bytes.`);
 }
 
+/** A 504 for a gRPC call whose deadline passed before it was answered (its status: DEADLINE_EXCEEDED). */
+export function deadlineExceeded(ms: number): ApiError {
+  return apiError(504, `The call's deadline of ${ms} ms passed before it was answered.`);
+}
+
 /** A 415 for a body in content codings the service does not decode; `Accept-Encoding` lists those it does. */
 export function unsupportedContentCoding(sent: string, decoded: readonly string[], why: string): ApiError {
   return apiError(415, `The content coding ${sent} is not supported: ${why}.`, [], {

@@ -16,7 +16,7 @@ import {
   universalResponseToNodeResponse,
 } from '@connectrpc/connect-node';
 import type { FastifyError, FastifyPluginAsync, FastifyRequest } from 'fastify';
-import { ApiError } from '../errors.js';
+import { ApiError, deadlineExceeded } from '../errors.js';
 import { toApiError } from '../plugins/errors.js';
 import { keptWhileQuiet } from '../routes/events.js';
 import type { GrpcMetrics } from './metrics.js';
@@ -114,8 +114,6 @@ declare module 'fastify' {
 /** The longest a Node timer waits: longer is taken as 1 ms. */
 const MAX_TIMER_MS = 2 ** 31 - 1;
 
-const DEADLINE_EXCEEDED = () => new ConnectError('the deadline passed', Code.DeadlineExceeded);
-
 /**
  * The services as Fastify routes, one per method (`POST /<package>.<Service>/<Method>`), served
  * by ConnectRPC in the gRPC, gRPC-Web and Connect protocols, so that every hook of the app (the
@@ -169,8 +167,9 @@ export const grpcRoutes: FastifyPluginAsync<GrpcRoutesOptions> = async (app, opt
         // A deadline past what a timer can hold (about 24.8 days) is no deadline for a server.
         if (limit !== null && limit <= MAX_TIMER_MS) {
           call.timer = setTimeout(() => {
-            call.controller.abort(DEADLINE_EXCEEDED());
-            if (!call.handled && !reply.sent) sendGrpcError(DEADLINE_EXCEEDED(), request, reply);
+            const late = toConnectError(deadlineExceeded(limit), request.id);
+            call.controller.abort(late);
+            if (!call.handled && !reply.sent) sendGrpcError(late, request, reply);
           }, limit);
         }
         reply.raw.once('close', () => {
