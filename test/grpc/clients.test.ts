@@ -362,6 +362,20 @@ describe('grpcio (the gRPC C core) over h2c', { skip: GRPCIO_SKIP ?? BUF_SKIP },
     }
   });
 
+  it('describes by reflection the types of its error details, which clients decode by it', async () => {
+    const symbols = ['google.rpc.ErrorInfo', 'google.rpc.BadRequest', 'google.rpc.RequestInfo', 'google.rpc.RetryInfo'];
+    const result = await call(
+      'grpc.reflection.v1.ServerReflection/ServerReflectionInfo',
+      symbols.map((fileContainingSymbol) => ({ fileContainingSymbol })),
+    );
+    assert.equal(result.code, 'OK', result.message);
+    assert.deepEqual(
+      result.responses.map(({ message }) => Object.keys(message as object).sort()),
+      symbols.map(() => ['fileDescriptorResponse', 'originalRequest']),
+      JSON.stringify(result.responses.map(({ message }) => (message as { errorResponse?: unknown }).errorResponse)),
+    );
+  });
+
   it('answers a method it does not have with UNIMPLEMENTED', async () => {
     for (const [service, method] of [
       ['greeting.v1.GreetingService', 'Nope'],
