@@ -491,6 +491,36 @@ describe('limits and faults', { skip: GRPCIO_SKIP ?? BUF_SKIP }, () => {
     });
   });
 
+  describe('BODY_LIMIT=200 FAULT_HEADERS=true, by buf curl', () => {
+    const server = serverFor({ HTTP2: 'true', BODY_LIMIT: '200', FAULT_HEADERS: 'true' });
+    const greet = (name: string, headers: string[] = []) =>
+      bufCurl([
+        '--protocol',
+        'grpc',
+        ...headers.flatMap((header) => ['-H', header]),
+        '-d',
+        JSON.stringify({ name }),
+        url(server(), GREET),
+      ]);
+
+    it('answers a message over BODY_LIMIT with RESOURCE_EXHAUSTED and the 413’s envelope', async () => {
+      assert.equal((await greet('x'.repeat(190))).code, 0);
+      const refused = await greet('x'.repeat(300), ['x-request-id: too-large']);
+      assert.equal(refused.code, 8 << 3, refused.stderr);
+      assert.deepEqual(bufError(refused.stderr), {
+        code: 'resource_exhausted',
+        message: 'The request body is larger than the limit of 200 bytes.',
+        details: expectedDetails('PAYLOAD_TOO_LARGE', 'too-large'),
+      });
+    });
+
+    it('aborts a call with the gRPC status x-envoy-fault-abort-grpc-request names', async () => {
+      const aborted = await greet('Ada', ['x-envoy-fault-abort-grpc-request: 14']);
+      assert.equal(aborted.code, 14 << 3, aborted.stdout);
+      assert.equal(bufError(aborted.stderr).code, 'unavailable');
+    });
+  });
+
   describe('FAULT_DELAY_RATE=1 FAULT_DELAY_MS=2000', () => {
     const server = serverFor({ HTTP2: 'true', FAULT_DELAY_RATE: '1', FAULT_DELAY_MS: '2000' });
 
