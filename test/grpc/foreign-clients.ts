@@ -132,7 +132,8 @@ export function grpcioStreaming(
     });
     createInterface({ input: child.stderr }).on('line', (line) => {
       stderr += `${line}\n`;
-      first ??= afterFirst();
+      // A response's line, not whatever else the C core may log.
+      if (line.startsWith('{"at_ms": ')) first ??= afterFirst();
     });
     child.on('error', reject);
     child.on('close', (code) => {
