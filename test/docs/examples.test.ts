@@ -92,6 +92,20 @@ describe('the example runner', () => {
     });
   });
 
+  it('reads settings whose names hold digits, such as HTTP2', () => {
+    const [example] = parseExamples(
+      'x.md',
+      ['```console', '$ HTTP2=true OTEL_SERVICE_NAME=x npm start &', '$ curl -s localhost:8080/healthz', '```'].join(
+        '\n',
+      ),
+    );
+    assert.deepEqual(example?.env, { HTTP2: 'true', OTEL_SERVICE_NAME: 'x' });
+    assert.deepEqual(
+      example?.steps.map(({ command }) => command),
+      ['curl -s localhost:8080/healthz'],
+    );
+  });
+
   it('runs the commands before the npm start line before the service starts', () => {
     const [example] = parseExamples(
       'x.md',

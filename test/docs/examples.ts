@@ -42,7 +42,7 @@ export const PLACEHOLDERS: Readonly<Record<string, string>> = {
 };
 
 const PLACEHOLDER = new RegExp(`<(${Object.keys(PLACEHOLDERS).join('|')})>`, 'g');
-const START = /^((?:[A-Z_]+=\S+ )*)npm start &$/;
+const START = /^((?:[A-Z][A-Z0-9_]*=\S+ )*)npm start &$/;
 const FENCE = /^```(\S*)/;
 
 /** The ```console blocks of a Markdown text. */
