@@ -177,6 +177,7 @@ class Http2Response extends Http2ServerResponse<Http2Request> implements Holding
   /** Its request's body is a stream without a set end: its timer runs from the body's last chunk. */
   endless = false;
 
+  /** A chunk of its request's body came: for a body without a set end, the request timer starts again. */
   bodyCame(): void {
     if (this.endless) this.timer?.refresh();
   }
