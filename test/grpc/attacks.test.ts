@@ -1,5 +1,8 @@
 import assert from 'node:assert/strict';
+import { mkdtemp } from 'node:fs/promises';
 import type { ClientHttp2Session, IncomingHttpHeaders } from 'node:http2';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -19,7 +22,15 @@ import {
   rstStreamFrame,
   Setting,
 } from '../h2-frames.js';
-import { cpuSeconds, killAllServers, type RunningServer, rssMiB, startServer } from '../server-process.js';
+import {
+  cpuSeconds,
+  killAllServers,
+  type LogLine,
+  type RunningServer,
+  readLog,
+  rssMiB,
+  startServer,
+} from '../server-process.js';
 
 /**
  * The attacks on a gRPC server, against the built server in its own process over h2c: floods of
@@ -156,8 +167,10 @@ describe('gRPC attacks, against the server process', () => {
   let server: RunningServer;
   let origin: string;
   let session: ClientHttp2Session;
+  let logFile: string;
 
   before(async () => {
+    logFile = join(await mkdtemp(join(tmpdir(), 'grpc-attacks-')), 'server.log');
     server = await startServer(
       {
         HTTP2: 'true',
@@ -168,7 +181,7 @@ describe('gRPC attacks, against the server process', () => {
       },
       [],
       // The Kubernetes recipe's heap, as the HTTP/2 attacks have it.
-      { nodeArgs: ['--max-old-space-size=128', '--max-semi-space-size=1'] },
+      { logFile, nodeArgs: ['--max-old-space-size=128', '--max-semi-space-size=1'] },
     );
     origin = `http://127.0.0.1:${server.port}`;
     session = await h2(origin);
@@ -179,6 +192,15 @@ describe('gRPC attacks, against the server process', () => {
     session?.destroy();
     killAllServers();
   });
+
+  /** The log line of the request `id`, once written. */
+  async function lineOf(id: unknown): Promise<LogLine> {
+    for (const until = performance.now() + 5_000; performance.now() < until; await sleep(50)) {
+      const line = (await readLog(logFile)).find((written) => written.request_id === id);
+      if (line !== undefined) return line;
+    }
+    assert.fail(`no line for ${id}`);
+  }
 
   /** Asserts a normal call is served, and promptly. */
   async function assertServed(): Promise<void> {
@@ -557,6 +579,9 @@ describe('gRPC attacks, against the server process', () => {
       );
       assert.deepEqual(messagesOf(echoes.body), [bytesField(1, Buffer.from('first'))]);
       assert.equal(echoes.trailers?.['grpc-status'], '13');
+      // Each call's line says the status its client got.
+      assert.equal((await lineOf(unary.headers['x-request-id'])).grpc_status, 13);
+      assert.equal((await lineOf(echoes.headers['x-request-id'])).grpc_status, 13);
     });
   });
 });
