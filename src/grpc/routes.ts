@@ -8,15 +8,13 @@ import {
   createContextValues,
   type Interceptor,
 } from '@connectrpc/connect';
+import type { UniversalServerResponse } from '@connectrpc/connect/protocol';
 import { codeFromHttpStatus } from '@connectrpc/connect/protocol-connect';
 import { parseTimeout } from '@connectrpc/connect/protocol-grpc';
-import {
-  compressionGzip,
-  universalRequestFromNodeRequest,
-  universalResponseToNodeResponse,
-} from '@connectrpc/connect-node';
-import type { FastifyError, FastifyPluginAsync, FastifyRequest } from 'fastify';
+import { compressionGzip, universalRequestFromNodeRequest } from '@connectrpc/connect-node';
+import type { FastifyError, FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import { ApiError, deadlineExceeded } from '../errors.js';
+import { timeBodyByProgress } from '../http/http2-sessions.js';
 import { toApiError } from '../plugins/errors.js';
 import { keptWhileQuiet } from '../routes/events.js';
 import type { GrpcMetrics } from './metrics.js';
@@ -97,6 +95,8 @@ function timeoutOf(request: FastifyRequest): number | null {
 interface Call {
   readonly controller: AbortController;
   timer: NodeJS.Timeout | undefined;
+  /** Its deadline as asked for, in ms; null for none (or one not understood, which ConnectRPC refuses). */
+  readonly timeoutMs: number | null;
   /** Whether its handler has begun: its answer is then the handler's to write. */
   handled: boolean;
 }
@@ -114,6 +114,10 @@ declare module 'fastify' {
 /** The longest a Node timer waits: longer is taken as 1 ms. */
 const MAX_TIMER_MS = 2 ** 31 - 1;
 
+/** The message codings a call may send, as each gRPC answer tells its client (`grpc-accept-encoding`). */
+const ACCEPTED_CODINGS = [compressionGzip];
+const ACCEPT_ENCODING = ACCEPTED_CODINGS.map((coding) => coding.name).join(',');
+
 /**
  * The services as Fastify routes, one per method (`POST /<package>.<Service>/<Method>`), served
  * by ConnectRPC in the gRPC, gRPC-Web and Connect protocols, so that every hook of the app (the
@@ -126,7 +130,7 @@ export const grpcRoutes: FastifyPluginAsync<GrpcRoutesOptions> = async (app, opt
   const { bodyLimit, requestTimeoutMs, metrics } = options;
   const router = createConnectRouter({
     readMaxBytes: bodyLimit,
-    acceptCompression: [compressionGzip],
+    acceptCompression: ACCEPTED_CODINGS,
     interceptors: [outcome],
   });
   options.services(router);
@@ -159,10 +163,12 @@ export const grpcRoutes: FastifyPluginAsync<GrpcRoutesOptions> = async (app, opt
       schema: { hide: true },
       config: { rpc: { service, method }, bodyReadByHandler: true },
       onRequest: (request, reply, done) => {
-        const call: Call = { controller: new AbortController(), timer: undefined, handled: false };
+        const timeout = timeoutOf(request);
+        const call: Call = { controller: new AbortController(), timer: undefined, timeoutMs: timeout, handled: false };
         request.grpcCall = call;
         metrics?.started(service, method, type);
-        const timeout = timeoutOf(request);
+        // A stream of messages from the client goes on as long as they keep coming.
+        if (type === 'client_stream' || type === 'bidi_stream') timeBodyByProgress(reply.raw);
         const limit = unary ? Math.min(timeout ?? requestTimeoutMs, requestTimeoutMs) : timeout;
         // A deadline past what a timer can hold (about 24.8 days) is no deadline for a server.
         if (limit !== null && limit <= MAX_TIMER_MS) {
@@ -193,18 +199,17 @@ export const grpcRoutes: FastifyPluginAsync<GrpcRoutesOptions> = async (app, opt
           createContextValues().set(FASTIFY_REQUEST, request),
         );
         universal.signal = AbortSignal.any([universal.signal, call.controller.signal]);
+        // The deadline is the route's: ConnectRPC's own timer would take one past a timer's range as 1 ms.
+        if (call.timeoutMs !== null) {
+          universal.header.delete('grpc-timeout');
+          universal.header.delete('connect-timeout-ms');
+        }
         const answer = await handler(universal);
         // The headers every answer carries (the request id, the rate limit's), set by the hooks on the reply.
         for (const [name, value] of Object.entries(reply.getHeaders())) {
           if (value !== undefined) res.setHeader(name, value);
         }
-        try {
-          await universalResponseToNodeResponse(answer, res);
-        } catch {
-          // The client left, or reset the stream: its line says so with the status it got.
-        }
-        // Refused before any handler ran (a message too big, a coding it cannot read): as the answer says.
-        request.grpcCode ??= grpcCodeOf(answer.status, answer.header, answer.trailer);
+        await sendAnswer(answer, request, res);
       },
     });
   }
@@ -226,6 +231,69 @@ export const grpcRoutes: FastifyPluginAsync<GrpcRoutesOptions> = async (app, opt
     });
   }
 };
+
+type NodeResponse = FastifyReply['raw'];
+
+/** Writes a piece of an answer, resolving once it has gone out; rejecting if the answer closes first. */
+function sent(res: NodeResponse, piece: Uint8Array): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const closed = () => reject(new ConnectError('the client left', Code.Canceled));
+    res.once('close', closed);
+    (res.write as (chunk: Uint8Array, done: (error?: Error | null) => void) => boolean)(piece, (error) => {
+      res.off('close', closed);
+      if (error) reject(error);
+      else resolve();
+    });
+  });
+}
+
+/**
+ * Sends a call's answer: its head once its first message (or its end) is known, each message once
+ * the one before has gone out, then its trailers. A message at a time: a client that takes none
+ * holds one message of the service's, where the stream's buffer would take hundreds of small ones
+ * unsent, each write queued costing many times its bytes. An answer without a message (an error
+ * before any) goes out trailers-only, its status in its head with END_STREAM, as gRPC's own servers
+ * send it and as its clients read it.
+ */
+async function sendAnswer(answer: UniversalServerResponse, request: FastifyRequest, res: NodeResponse): Promise<void> {
+  const messages = answer.body?.[Symbol.asyncIterator]();
+  try {
+    let next = messages === undefined ? undefined : await messages.next();
+    res.statusCode = answer.status;
+    for (const [name, value] of answer.header ?? []) res.setHeader(name, value);
+    // gRPC (its answers alone have trailers apart): the codings it may send, as an UNIMPLEMENTED for another must say.
+    if (answer.trailer !== undefined) res.setHeader('grpc-accept-encoding', ACCEPT_ENCODING);
+    if (next?.done !== false && answer.trailer !== undefined) {
+      for (const [name, value] of asGrpcSays(answer.trailer)) res.setHeader(name, value);
+    } else {
+      for (; next !== undefined && next.done !== true; next = await messages?.next()) await sent(res, next.value);
+      if (answer.trailer !== undefined) res.addTrailers(Object.fromEntries(asGrpcSays(answer.trailer)));
+    }
+    // Refused before any handler ran (a message too big, a coding it cannot read): as the answer says.
+    request.grpcCode ??= grpcCodeOf(answer.status, answer.header, answer.trailer);
+    res.end();
+  } catch (error) {
+    // The client left, or reset the stream: the handler is told, and the call's line says so.
+    await messages?.throw?.(error).catch(() => undefined);
+  } finally {
+    await messages?.return?.().catch(() => undefined);
+  }
+}
+
+const INVALID_ARGUMENT = String(Code.InvalidArgument);
+
+/**
+ * A request ConnectRPC could not read (its `grpc-timeout`, its compressed message, its message)
+ * is INVALID_ARGUMENT to it, and INTERNAL to gRPC, which never sends INVALID_ARGUMENT itself
+ * (doc/statuscodes.md), as gRPC's own servers answer it. Those are the INVALID_ARGUMENTs without
+ * details: every one the services send has an ErrorInfo.
+ */
+function asGrpcSays(trailer: Headers): Headers {
+  if (trailer.get('grpc-status') === INVALID_ARGUMENT && !trailer.has('grpc-status-details-bin')) {
+    trailer.set('grpc-status', String(Code.Internal));
+  }
+  return trailer;
+}
 
 /** A call's status as its answer says it: in its trailers or head (gRPC, gRPC-Web), or by its HTTP status (Connect). */
 function grpcCodeOf(status: number, header: Headers | undefined, trailer: Headers | undefined): GrpcCode {

@@ -220,6 +220,10 @@ export function greetingService(options: GreetingServicesOptions): ServiceImpl<t
       context.signal.addEventListener('abort', stop, { once: true });
       try {
         for await (const greeting of stream) yield greeting as GreetingMessage;
+      } catch (error) {
+        // Destroyed as its call ended (its deadline passed, its client left): the call's reason, not the stream's.
+        context.signal.throwIfAborted();
+        throw error;
       } finally {
         context.signal.removeEventListener('abort', stop);
         stream.destroy();

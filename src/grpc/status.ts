@@ -1,4 +1,3 @@
-import type { Http2ServerResponse } from 'node:http2';
 import { Code, ConnectError } from '@connectrpc/connect';
 import { encodeEnvelope } from '@connectrpc/connect/protocol';
 import {
@@ -111,11 +110,9 @@ export function sendGrpcError(error: ConnectError, request: FastifyRequest, repl
   if (protocol === 'grpc' || protocol === 'grpc-web') {
     const status = setTrailerStatus(new Headers(), error);
     const type = request.headers['content-type'] ?? `application/${protocol}`;
-    // gRPC over HTTP/2: no message, then the status in trailers, which the C core insists on (a head
-    // with the status and no END_STREAM reads as a stream removed); gRPC-Web reads it in the head.
-    if (protocol === 'grpc' && request.raw.httpVersionMajor === 2) {
-      (reply.raw as unknown as Http2ServerResponse).addTrailers(Object.fromEntries(status));
-    } else for (const [name, value] of status) reply.header(name, value);
+    // Trailers-only: the status in the head, which over HTTP/2 goes out with END_STREAM (no body:
+    // `Http2Response`), as gRPC's clients, the C core's included, read it.
+    for (const [name, value] of status) reply.header(name, value);
     return reply.code(200).type(type).send();
   }
   if (protocol === 'connect-stream') {

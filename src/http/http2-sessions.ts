@@ -137,9 +137,12 @@ class Http2Request extends Http2ServerRequest {
   whole = false;
   /** Its body is in a content coding: what it decodes to is not what comes. */
   coded = false;
+  /** Its answer, once served. */
+  answer: Http2Response | undefined;
 
   override push(chunk: Buffer | null, encoding?: BufferEncoding): boolean {
     this.counted?.take(this, chunk);
+    if (chunk !== null) this.answer?.bodyCame();
     return super.push(chunk, encoding);
   }
 
@@ -169,6 +172,15 @@ class Http2Response extends Http2ServerResponse<Http2Request> implements Holding
   /** Bytes of them sent when last looked at, and when that count last grew (or nothing was waiting). */
   sentSeen = 0;
   progressAt = performance.now();
+  /** Its head said `content-length: 0`: held until its end, which sends it with END_STREAM. */
+  #bodiless = false;
+  /** Its request's body is a stream without a set end: its timer runs from the body's last chunk. */
+  endless = false;
+
+  /** A chunk of its request's body came: for a body without a set end, the request timer starts again. */
+  bodyCame(): void {
+    if (this.endless) this.timer?.refresh();
+  }
 
   /** Bytes given to the stream and not sent yet: what its client's flow-control window holds back. */
   get unsent(): number {
@@ -191,7 +203,14 @@ class Http2Response extends Http2ServerResponse<Http2Request> implements Holding
   }
 
   override write(chunk: string | Uint8Array, ...rest: unknown[]): boolean {
-    this.given += byteLength(chunk, rest[0]);
+    const bytes = byteLength(chunk, rest[0]);
+    // The empty body of a head held for its end: writing it would send the head without END_STREAM.
+    if (this.#bodiless && bytes === 0 && !this.headersSent) {
+      const done = rest.find((arg) => typeof arg === 'function');
+      if (done !== undefined) process.nextTick(done as () => void);
+      return true;
+    }
+    this.given += bytes;
     return (super.write as (...args: unknown[]) => boolean).call(this, chunk, ...rest);
   }
 
@@ -202,7 +221,18 @@ class Http2Response extends Http2ServerResponse<Http2Request> implements Holding
 
   override writeHead(status: number, ...rest: [(string | OutgoingHttpHeaders)?, OutgoingHttpHeaders?]): this {
     const headers = rest.at(-1);
-    if (typeof headers === 'object' && headers !== null) delete headers.connection;
+    if (typeof headers === 'object' && headers !== null) {
+      delete headers.connection;
+      // A head with no body after it goes out with its end, as one HEADERS frame with END_STREAM, not
+      // followed by an empty DATA frame: a gRPC client reads a trailers-only answer (a status given
+      // before any message) only so.
+      if (!this.#bodiless && String(headers['content-length']) === '0') {
+        this.#bodiless = true;
+        for (const [name, value] of Object.entries(headers)) if (value !== undefined) this.setHeader(name, value);
+        this.statusCode = status;
+        return this;
+      }
+    }
     return super.writeHead(status, ...(rest as [string, OutgoingHttpHeaders]));
   }
 
@@ -215,6 +245,15 @@ class Http2Response extends Http2ServerResponse<Http2Request> implements Holding
     if (!this.req.complete) setImmediate(resetOnceAnswered, this.stream);
     return this;
   }
+}
+
+/**
+ * Holds a request to the request timeout from the last chunk of its body rather than from its
+ * start: a body that is a stream of messages without a set end (a gRPC call streaming from its
+ * client), reset once none has come for the request timeout.
+ */
+export function timeBodyByProgress(res: object): void {
+  if (res instanceof Http2Response) res.endless = true;
 }
 
 /** The bytes of a chunk written as Node writes it. */
@@ -534,6 +573,7 @@ export class Http2Sessions {
       this.#serveWaiting(state);
     });
     if (!stream.endAfterHeaders) res.timer = this.#requestTimer(req, res);
+    req.answer = res;
     this.#handler(req, res);
   }
 

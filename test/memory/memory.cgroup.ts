@@ -6,6 +6,7 @@ import { gzipSync } from 'node:zlib';
 import { request } from 'undici';
 import { WebSocket } from 'ws';
 import { sendQueues } from '../../src/lib/tcp-send-queues.js';
+import { Flag, FrameType, frame, headersFrame, RawH2, requestFields } from '../h2-frames.js';
 import { headerFlood, slowClient } from '../raw-http.js';
 import { FloodingRedisProxy, REDIS_SERVER_MISSING, REDIS_SKIP_REASON, RedisServer } from '../redis-server.js';
 import { killAllServers, type RunningServer, rssMiB, startServer } from '../server-process.js';
@@ -13,8 +14,8 @@ import { cgroupMissing, type MemoryCgroup, memoryCgroup } from './cgroup.js';
 
 /*
  * The built service as the Kubernetes recipe runs it, a 256 MiB memory limit and a 128 MiB heap,
- * under the attacks that add up what each connection may hold: unread event streams, WebSocket
- * clients that send and never read, small coded bodies buying large unread echoes, bodies that
+ * under the attacks that add up what each connection may hold: unread event streams, unread gRPC
+ * server streams, WebSocket clients that send and never read, small coded bodies buying large unread echoes, bodies that
  * never end, the hostile suite's floods by the thousand, and a Redis
  * that sends a reply without end. In each the kernel kills nothing, /healthz answers throughout,
  * what the process holds (and, for the echoes, the kernel's send queues of its connections) stays
@@ -187,6 +188,39 @@ describe('memory under attack in a 256 MiB cgroup with a 128 MiB heap', {
         }
       });
       assertHeld(result, 'unread event streams');
+    });
+  });
+
+  it('1,000 gRPC clients over h2c, each a StreamGreetings of 1,000 greetings to a 4,000-character name, never read, twice', async () => {
+    await underLimit({ HTTP2: 'true', RATE_LIMIT_MAX: '0' }, async (running) => {
+      // StreamGreetingsRequest{count: 1000, interval_ms: 0, name}, in its gRPC envelope: each
+      // greeting some 4 KB, 16 of them filling the client's window before the stream waits.
+      const name = Buffer.alloc(4_000, 'n');
+      const message = Buffer.concat([Buffer.from([0x08, 0xe8, 0x07, 0x10, 0x00, 0x1a, 0xa0, 0x1f]), name]);
+      const prefix = Buffer.alloc(5);
+      prefix.writeUInt32BE(message.length, 1);
+      const grpc = [
+        ['content-type', 'application/grpc'],
+        ['te', 'trailers'],
+      ] as const;
+      const request = Buffer.concat([
+        headersFrame(1, requestFields('/greeting.v1.GreetingService/StreamGreetings', 'POST', grpc), false),
+        frame(FrameType.DATA, Flag.END_STREAM, 1, Buffer.concat([prefix, message])),
+      ]);
+      const attack = async (clients: Clients) => {
+        for (let i = 0; i < 1000; i += 1) {
+          const raw = await RawH2.open(running.port, { read: false });
+          clients.add(raw.socket);
+          void raw.write(request);
+          if (i % 50 === 49) await sleep(20);
+        }
+      };
+      // A thousand HTTP/2 sessions each holding a stream take some 110 MiB (as many event streams
+      // over HTTP/2 take as much), which the heap keeps for the next: the second round leaves what the first did.
+      const first = await attackFor(8, running, attack);
+      assertHeld(first, 'unread gRPC server streams', RSS_BOUND_MIB);
+      const second = await attackFor(8, running, attack);
+      assertHeld(second, 'unread gRPC server streams, again', first.afterMiB + 64);
     });
   });
 
