@@ -261,6 +261,7 @@ export function healthService(readiness: Readiness): ServiceImpl<typeof Health> 
       return { statuses: Object.fromEntries([...HEALTH_SERVICES].map((service) => [service, { status: now }])) };
     },
     async *watch(request, context) {
+      const { server } = requestOf(context);
       // As the protocol says: an unknown service is watched as SERVICE_UNKNOWN, not refused.
       let last: HealthCheckResponse_ServingStatus | null = null;
       while (!context.signal.aborted) {
@@ -269,6 +270,8 @@ export function healthService(readiness: Readiness): ServiceImpl<typeof Health> 
           : HealthCheckResponse_ServingStatus.SERVICE_UNKNOWN;
         if (now !== last) yield { status: now };
         last = now;
+        // Shutting down: once NOT_SERVING is said, the stream ends, so that the service can.
+        if (server.draining) return;
         await new Promise((resolve) => {
           const timer = setTimeout(resolve, WATCH_INTERVAL_MS);
           context.signal.addEventListener('abort', () => resolve(clearTimeout(timer)), { once: true });

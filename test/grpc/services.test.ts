@@ -16,7 +16,7 @@ import {
 import { GreetingService } from '../../src/grpc/generated/greeting/v1/greeting_pb.js';
 import { Health, HealthCheckResponse_ServingStatus } from '../../src/grpc/generated/grpc/health/v1/health_pb.js';
 import { Greeter } from '../../src/grpc/generated/helloworld/helloworld_pb.js';
-import { LOCAL_TIMESTAMP, listeningInSuite, samples } from '../helpers.js';
+import { LOCAL_TIMESTAMP, listening, listeningInSuite, samples } from '../helpers.js';
 
 type Protocol = 'grpc' | 'grpc-web' | 'connect';
 
@@ -311,6 +311,30 @@ describe('gRPC services', () => {
       assert.equal(answer.greeting, `Hello, ${'Ada'.repeat(100)}!`);
     });
   }
+
+  test('a health Watch says NOT_SERVING when the service shuts down, and ends, so that it can', {
+    timeout: 10_000,
+  }, async () => {
+    const server = await listening({});
+    const health = createClient(Health, transport(server.origin, 'grpc-web', '1.1'));
+    const statuses: HealthCheckResponse_ServingStatus[] = [];
+    let closed: Promise<void> | undefined;
+    const watched = (async () => {
+      for await (const { status } of health.watch({})) {
+        statuses.push(status);
+        if (statuses.length === 1) closed = server.app.close();
+      }
+    })();
+    const started = performance.now();
+    await watched;
+    await closed;
+    assert.deepEqual(statuses, [
+      HealthCheckResponse_ServingStatus.SERVING,
+      HealthCheckResponse_ServingStatus.NOT_SERVING,
+    ]);
+    const took = performance.now() - started;
+    assert.ok(took < 2_500, `closed after ${took} ms`);
+  });
 
   test('an unknown method of a known service is UNIMPLEMENTED; GRPC=false serves none of it', async () => {
     const server = await serve({ http2: true });
