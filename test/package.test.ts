@@ -8,7 +8,7 @@ import { after, before, describe, it } from 'node:test';
 import { promisify } from 'node:util';
 import { writeSboms } from '../scripts/sbom.js';
 import { type TypeScriptBlock, typeCheck, typescriptBlocks } from './docs/typescript-blocks.js';
-import { killAllServers, ROOT, type RunningServer, startServer } from './server-process.js';
+import { killAllServers, ROOT, type RunningServer, startServer, withoutOuterNpx } from './server-process.js';
 
 const exec = promisify(execFile);
 const KIT = join(ROOT, 'packages/conformance/src');
@@ -153,12 +153,9 @@ async function generatedAsDocumented(project: string): Promise<string> {
   return join(project, out);
 }
 
-/**
- * `npx greeting-service-conformance ...args` in `project`. What npx was told when it started the
- * tests (`npx -p node@22 -c '...'`, as CI runs them) is left out: this npx would run that instead.
- */
+/** `npx greeting-service-conformance ...args` in `project`. */
 function npx(project: string, ...args: string[]): Promise<{ stdout: string; stderr: string }> {
-  const { npm_config_call: _call, npm_config_package: _package, ...env } = process.env;
+  const env = withoutOuterNpx(process.env);
   return exec('npx', ['--no-install', 'greeting-service-conformance', ...args], { cwd: project, env });
 }
 

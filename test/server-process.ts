@@ -18,6 +18,15 @@ import { freePort } from './ports.js';
 
 export const ROOT = fileURLToPath(new URL('..', import.meta.url));
 
+/**
+ * An environment without what npx was told when it started the tests (`npx -p node@22 -c '...'`,
+ * as CI runs them): an `npx` a test runs would run that instead.
+ */
+export function withoutOuterNpx(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
+  const { npm_config_call: _call, npm_config_package: _package, ...rest } = env;
+  return rest;
+}
+
 /** Every variable src/config/ reads: a value inherited from the test's own environment must not leak in. */
 const CONFIG_VARIABLES = Object.values(SETTINGS).map(({ env }) => env);
 

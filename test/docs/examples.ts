@@ -1,6 +1,6 @@
 import { spawn } from 'node:child_process';
 import { SETTINGS } from '../../src/config/index.js';
-import { ROOT } from '../server-process.js';
+import { ROOT, withoutOuterNpx } from '../server-process.js';
 
 /**
  * The documentation's examples, as docs/development.md describes them: a ```console block whose
@@ -136,9 +136,9 @@ export function runnable(command: string, port: number, values: ReadonlyMap<stri
     });
 }
 
-/** A variable of the configuration inherited from the test's environment must not reach a command. */
+/** A variable of the configuration inherited from the test's environment must not reach a command, nor the outer npx's. */
 const CLEAN_ENV = Object.fromEntries(
-  Object.entries(process.env).filter(
+  Object.entries(withoutOuterNpx(process.env)).filter(
     ([name]) => !Object.values(SETTINGS).some(({ env }) => env === name) && name !== 'NODE_TEST_CONTEXT',
   ),
 );
