@@ -62,8 +62,8 @@ describe('the conformance kit against two instances sharing one Redis', {
     await redis?.kill();
   });
 
-  it('passes every check but the slow ones and HTTP/2, writes and the shared rate limit included', async () => {
-    const report = await runConformance({ baseUrl: balancer.url, write: true, rateLimit: true });
+  it('passes every check but the slow ones and HTTP/2, writes, gRPC and the shared rate limit included', async () => {
+    const report = await runConformance({ baseUrl: balancer.url, write: true, rateLimit: true, grpc: true });
     assert.deepEqual(notPassed(report), [
       ...SKIPPED_OVER_HTTP1,
       'skip timeouts.slow-headers: needs --slow | ',
