@@ -26,7 +26,7 @@ const CODE_NAMES: Readonly<Record<GrpcCode, string>> = {
   [Code.Unauthenticated]: 'Unauthenticated',
 };
 
-export function codeName(code: GrpcCode): string {
+function codeName(code: GrpcCode): string {
   return CODE_NAMES[code] ?? 'Unknown';
 }
 

@@ -26,7 +26,7 @@ export const OK = 0;
 export type GrpcCode = Code | typeof OK;
 
 /** The `domain` of every ErrorInfo this service sends (AIP-193). */
-export const ERROR_DOMAIN = 'greeting-service';
+const ERROR_DOMAIN = 'greeting-service';
 
 /**
  * The gRPC status of an HTTP status, as the contract maps them (and google.rpc.Code's own HTTP
@@ -57,7 +57,7 @@ const CODE_OF_STATUS: Readonly<Record<number, Code>> = {
   504: Code.DeadlineExceeded,
 };
 
-export function codeOfStatus(status: number): Code {
+function codeOfStatus(status: number): Code {
   return CODE_OF_STATUS[status] ?? (status < 500 ? Code.FailedPrecondition : Code.Internal);
 }
 
@@ -87,9 +87,9 @@ export function toConnectError(
 }
 
 /** The protocol of a gRPC route's request, by its content type; anything else is the Connect protocol's unary call. */
-export type Protocol = 'grpc' | 'grpc-web' | 'connect-stream' | 'connect';
+type Protocol = 'grpc' | 'grpc-web' | 'connect-stream' | 'connect';
 
-export function protocolOf(contentType: string | undefined): Protocol {
+function protocolOf(contentType: string | undefined): Protocol {
   const type = contentType?.toLowerCase() ?? '';
   if (type.startsWith('application/grpc-web')) return 'grpc-web';
   if (type.startsWith('application/grpc')) return 'grpc';
