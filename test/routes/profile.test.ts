@@ -708,8 +708,10 @@ for (const [transport, connect] of transports) {
       let profile: ProfileClient;
       beforeEach(async () => {
         store = storeKind === 'round-trip' ? new RoundTripStore() : undefined;
-        const codings = coding === undefined ? {} : { compressionMinBytes: 0 };
-        client = await connect(codings, { profileStore: store ?? new MemoryProfileStore(0) });
+        // Readers read as fast as the writes let them, as many times as a slow machine allows: no
+        // rate limit may answer them.
+        const config = { rateLimitMax: 0, ...(coding === undefined ? {} : { compressionMinBytes: 0 }) };
+        client = await connect(config, { profileStore: store ?? new MemoryProfileStore(0) });
         profile = profileClient(client, coding === undefined ? {} : { 'accept-encoding': coding });
         // Over HTTP, open the connections first, so that the writes arrive together rather than
         // one connection set-up apart.
