@@ -53,6 +53,14 @@ export const HTTP2_LIMITS = {
    */
   maxUnsentBytes: 1024 * 1024,
   /**
+   * What an answer waiting for its client's flow-control window holds beside its unsent bytes, as
+   * the memory budget counts it: its stream's and its handler's state (a gRPC server stream's is
+   * some 60 KiB of heap and 30 of native memory). Flow control keeps what a client that reads
+   * nothing leaves unsent out of every queue: a thousand such streams would otherwise hold some
+   * 90 MiB the budget never saw.
+   */
+  waitingAnswerBytes: 64 * 1024,
+  /**
    * Bytes a client may send on a stream before the service reads them (SETTINGS_INITIAL_WINDOW_SIZE,
    * HTTP/2's default): what a stream whose body is not being read holds at most.
    */
@@ -161,7 +169,8 @@ class Http2Request extends Http2ServerRequest {
  *   followed by RST_STREAM NO_ERROR, which tells the client to stop sending (RFC 9113, 8.1): Node
  *   does so by itself only for a body nobody read;
  * - the request's timer, which its end clears;
- * - its unsent bytes held against the memory budget, which sheds it with RST_STREAM CANCEL.
+ * - its unsent bytes, and while there are any its state, held against the memory budget, which
+ *   sheds it with RST_STREAM CANCEL.
  */
 class Http2Response extends Http2ServerResponse<Http2Request> implements Holding {
   readonly action = 'stream_reset';
@@ -188,7 +197,8 @@ class Http2Response extends Http2ServerResponse<Http2Request> implements Holding
   }
 
   get bytes(): number {
-    return this.unsent;
+    const unsent = this.unsent;
+    return unsent === 0 ? 0 : unsent + HTTP2_LIMITS.waitingAnswerBytes;
   }
 
   shed(): void {

@@ -18,7 +18,7 @@ export type Holder = () => Iterable<Holding>;
 /** What the budget tells of each holding it sheds. */
 export type ShedListener = (holding: Holding, heldBytes: number, limit: number) => void;
 
-/** How often the holdings are measured while there are holders, in ms; and while the budget is full. */
+/** How often the holdings are measured while there are holders, in ms; and while the budget is full and growing. */
 const MEASURE_INTERVAL_MS = 50;
 const FULL_INTERVAL_MS = 10;
 
@@ -31,8 +31,8 @@ const HIGH_WATER = 0.8;
  * read, ...), measured every 50 ms. Over the limit, the holdings that hold the most are shed
  * until what is left is under the high-water mark (80% of the limit); from that mark on the budget
  * is `full`, and what may come to hold much (a new stream, an upgrade, a WebSocket's next message)
- * is refused or waits. Between two measurements, `charge` adds what a fast producer has just
- * given out, so that it stops before the next one.
+ * is refused or waits, and while what it holds grows it is measured every 10 ms. Between two
+ * measurements, `charge` adds what a fast producer has just given out, so that it stops before the next one.
  */
 export class MemoryBudget {
   readonly limit: number;
@@ -102,6 +102,7 @@ export class MemoryBudget {
 
   /** Measures every holding; over the limit, sheds those that hold the most until under the high-water mark. */
   readonly measure = (): void => {
+    const before = this.#measured;
     const holdings: Holding[] = [];
     let held = 0;
     for (const holder of this.#holders) {
@@ -117,8 +118,10 @@ export class MemoryBudget {
       const waiting = this.#waiting;
       this.#waiting = new Set();
       for (const resume of waiting) resume();
-    } else if (this.#soon === undefined && this.#timer !== undefined) {
-      // Full, what comes between two measurements (a gigabyte a second on loopback) is what overshoots.
+    } else if (held > before && this.#soon === undefined && this.#timer !== undefined) {
+      // Full and growing, what comes between two measurements (a gigabyte a second on loopback) is
+      // what overshoots. Full and still, the interval's measurement will do: a thousand clients
+      // that hold what they hold are measured in milliseconds, which every 10 would take a core's fifth.
       this.#soon = setTimeout(this.#measureSoon, FULL_INTERVAL_MS).unref();
     }
   };

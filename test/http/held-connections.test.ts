@@ -207,4 +207,30 @@ describe('the memory budget (MEMORY_BUDGET_BYTES=1048576)', () => {
       raw.destroy();
     }
   });
+
+  it('counts an HTTP/2 answer waiting for a window as its state too: streams of small answers fill the budget', async () => {
+    const { app, origin, port } = await listening({ memoryBudgetBytes: MiB, http2: true });
+    closers.push(() => app.close());
+    const raw = await RawH2.open(port, { settings: [[Setting.INITIAL_WINDOW_SIZE, 0]] });
+    try {
+      // 20 event streams whose first events, some 100 bytes each, may not go out: 2 KiB unsent in
+      // all, but 20 streams of 64 KiB and their bytes, 1.25 MiB.
+      const events = requestFields('/api/events?count=2&interval_ms=0', 'GET', [['accept', 'text/event-stream']]);
+      await raw.write(Buffer.concat(Array.from({ length: 20 }, (_, i) => headersFrame(2 * i + 1, events))));
+      for (let tries = 0; tries < 100 && (await metric(origin, '{action="stream_reset"}')) === 0; tries += 1) {
+        await sleep(20);
+      }
+      const shed = await metric(origin, '{action="stream_reset"}');
+      const refused = await metric(origin, '{action="stream_refused"}');
+      assert.ok(shed >= 1, `${shed} reset, ${refused} refused`);
+      const resets = raw.frames.filter((f) => f.type === FrameType.RST_STREAM);
+      assert.equal(resets.length, shed);
+      for (const reset of resets) assert.equal(reset.payload.readUInt32BE(0), ErrorCode.CANCEL);
+      // What is left is under the high-water mark: some 12 streams of 64 KiB and their bytes.
+      const held = samples(await (await request(`${origin}/metrics`)).body.text(), 'memory_held_bytes').get('') ?? 0;
+      assert.ok(held <= 0.8 * MiB && held >= 10 * 64 * 1024, `${held} bytes held`);
+    } finally {
+      raw.destroy();
+    }
+  });
 });

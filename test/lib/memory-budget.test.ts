@@ -81,6 +81,29 @@ describe('MemoryBudget', () => {
     budget.close();
   });
 
+  it('while full, measures every 10 ms as long as what it holds grows, and at its interval once it is still', (t) => {
+    t.mock.timers.enable({ apis: ['setTimeout', 'setInterval'] });
+    const budget = new MemoryBudget(10 * MiB, () => {});
+    let held = 9 * MiB;
+    let measured = 0;
+    budget.add(() => {
+      measured += 1;
+      return [holding(held, [])];
+    });
+    t.mock.timers.tick(50);
+    assert.equal(measured, 1); // the interval's: full, and grown from nothing
+    held = 9.5 * MiB;
+    t.mock.timers.tick(10);
+    assert.equal(measured, 2); // grown again
+    t.mock.timers.tick(10);
+    assert.equal(measured, 3); // still: none sooner than the interval's
+    t.mock.timers.tick(29);
+    assert.equal(measured, 3);
+    t.mock.timers.tick(1);
+    assert.equal(measured, 4);
+    budget.close();
+  });
+
   it('says its limit, what it held and what it shed or refused in /metrics', async () => {
     const budget = new MemoryBudget(10 * MiB, () => {});
     const registry = new Registry();
