@@ -198,7 +198,11 @@ export const grpcRoutes: FastifyPluginAsync<GrpcRoutesOptions> = async (app, opt
           undefined,
           createContextValues().set(FASTIFY_REQUEST, request),
         );
-        universal.signal = AbortSignal.any([universal.signal, call.controller.signal]);
+        // One signal for the client's leaving and the deadline: the call's, which the request's aborts
+        // (AbortSignal.any would make a third, and track both sources, on every call).
+        const left = universal.signal;
+        left.addEventListener('abort', () => call.controller.abort(left.reason), { once: true });
+        universal.signal = call.controller.signal;
         // The deadline is the route's: ConnectRPC's own timer would take one past a timer's range as 1 ms.
         if (call.timeoutMs !== null) {
           universal.header.delete('grpc-timeout');
