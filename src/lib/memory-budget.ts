@@ -120,8 +120,8 @@ export class MemoryBudget {
       for (const resume of waiting) resume();
     } else if (held > before && this.#soon === undefined && this.#timer !== undefined) {
       // Full and growing, what comes between two measurements (a gigabyte a second on loopback) is
-      // what overshoots. Full and still, the interval's measurement will do: a thousand clients
-      // that hold what they hold are measured in milliseconds, which every 10 would take a core's fifth.
+      // what overshoots. Full and still, the interval's measurement will do: measuring a thousand
+      // clients that hold what they hold every 10 ms would take much of a core, for nothing.
       this.#soon = setTimeout(this.#measureSoon, FULL_INTERVAL_MS).unref();
     }
   };
