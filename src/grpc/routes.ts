@@ -17,8 +17,10 @@ import { ApiError, deadlineExceeded } from '../errors.js';
 import { timeBodyByProgress } from '../http/http2-sessions.js';
 import { toApiError } from '../plugins/errors.js';
 import { keptWhileQuiet } from '../routes/events.js';
+import { readMessagesWithin } from './messages.js';
 import type { GrpcMetrics } from './metrics.js';
-import { type GrpcCode, OK, sendGrpcError, toConnectError } from './status.js';
+import { type GrpcCode, OK, protocolOf, sendGrpcError, toConnectError } from './status.js';
+import { asWebText, binaryFromWebText, webTextType } from './web-text.js';
 
 /** The request a call answers, for its handlers: its id, its server, its readers. */
 export const FASTIFY_REQUEST = createContextKey<FastifyRequest | null>(null);
@@ -203,6 +205,8 @@ export const grpcRoutes: FastifyPluginAsync<GrpcRoutesOptions> = async (app, opt
         const left = universal.signal;
         left.addEventListener('abort', () => call.controller.abort(left.reason), { once: true });
         universal.signal = call.controller.signal;
+        const text = binaryFromWebText(universal);
+        readMessagesWithin(universal, protocolOf(request.headers['content-type']), bodyLimit, request.id);
         // The deadline is the route's: ConnectRPC's own timer would take one past a timer's range as 1 ms.
         if (call.timeoutMs !== null) {
           universal.header.delete('grpc-timeout');
@@ -213,7 +217,7 @@ export const grpcRoutes: FastifyPluginAsync<GrpcRoutesOptions> = async (app, opt
         for (const [name, value] of Object.entries(reply.getHeaders())) {
           if (value !== undefined) res.setHeader(name, value);
         }
-        await sendAnswer(answer, request, res);
+        await sendAnswer(answer, request, res, text);
       },
     });
   }
@@ -239,11 +243,11 @@ export const grpcRoutes: FastifyPluginAsync<GrpcRoutesOptions> = async (app, opt
 type NodeResponse = FastifyReply['raw'];
 
 /** Writes a piece of an answer, resolving once it has gone out; rejecting if the answer closes first. */
-function sent(res: NodeResponse, piece: Uint8Array): Promise<void> {
+function sent(res: NodeResponse, piece: Uint8Array | string): Promise<void> {
   return new Promise((resolve, reject) => {
     const closed = () => reject(new ConnectError('the client left', Code.Canceled));
     res.once('close', closed);
-    (res.write as (chunk: Uint8Array, done: (error?: Error | null) => void) => boolean)(piece, (error) => {
+    (res.write as (chunk: Uint8Array | string, done: (error?: Error | null) => void) => boolean)(piece, (error) => {
       res.off('close', closed);
       if (error) reject(error);
       else resolve();
@@ -257,20 +261,28 @@ function sent(res: NodeResponse, piece: Uint8Array): Promise<void> {
  * holds one message of the service's, where the stream's buffer would take hundreds of small ones
  * unsent, each write queued costing many times its bytes. An answer without a message (an error
  * before any) goes out trailers-only, its status in its head with END_STREAM, as gRPC's own servers
- * send it and as its clients read it.
+ * send it and as its clients read it. A call in gRPC-Web's text gets its answer in text.
  */
-async function sendAnswer(answer: UniversalServerResponse, request: FastifyRequest, res: NodeResponse): Promise<void> {
+async function sendAnswer(
+  answer: UniversalServerResponse,
+  request: FastifyRequest,
+  res: NodeResponse,
+  text: boolean,
+): Promise<void> {
   const messages = answer.body?.[Symbol.asyncIterator]();
   try {
     let next = messages === undefined ? undefined : await messages.next();
     res.statusCode = answer.status;
     for (const [name, value] of answer.header ?? []) res.setHeader(name, value);
+    if (text) res.setHeader('content-type', webTextType(String(res.getHeader('content-type'))));
     // gRPC (its answers alone have trailers apart): the codings it may send, as an UNIMPLEMENTED for another must say.
     if (answer.trailer !== undefined) res.setHeader('grpc-accept-encoding', ACCEPT_ENCODING);
     if (next?.done !== false && answer.trailer !== undefined) {
       for (const [name, value] of asGrpcSays(answer.trailer)) res.setHeader(name, value);
     } else {
-      for (; next !== undefined && next.done !== true; next = await messages?.next()) await sent(res, next.value);
+      for (; next !== undefined && next.done !== true; next = await messages?.next()) {
+        await sent(res, text ? asWebText(next.value) : next.value);
+      }
       if (answer.trailer !== undefined) res.addTrailers(Object.fromEntries(asGrpcSays(answer.trailer)));
     }
     // Refused before any handler ran (a message too big, a coding it cannot read): as the answer says.

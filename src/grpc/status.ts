@@ -87,9 +87,9 @@ export function toConnectError(
 }
 
 /** The protocol of a gRPC route's request, by its content type; anything else is the Connect protocol's unary call. */
-type Protocol = 'grpc' | 'grpc-web' | 'connect-stream' | 'connect';
+export type Protocol = 'grpc' | 'grpc-web' | 'connect-stream' | 'connect';
 
-function protocolOf(contentType: string | undefined): Protocol {
+export function protocolOf(contentType: string | undefined): Protocol {
   const type = contentType?.toLowerCase() ?? '';
   if (type.startsWith('application/grpc-web')) return 'grpc-web';
   if (type.startsWith('application/grpc')) return 'grpc';

@@ -5,6 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { after, before, describe, it } from 'node:test';
+import { gzipSync } from 'node:zlib';
 import { create, type JsonValue, toBinary } from '@bufbuild/protobuf';
 import { request } from 'undici';
 import { HelloRequestSchema } from '../../src/grpc/generated/helloworld/helloworld_pb.js';
@@ -498,15 +499,72 @@ describe('limits and faults', { skip: GRPCIO_SKIP ?? BUF_SKIP }, () => {
         url(server(), GREET),
       ]);
 
-    it('answers a message over BODY_LIMIT with RESOURCE_EXHAUSTED, refused as it is read', async () => {
-      assert.equal((await greet('x'.repeat(190))).code, 0);
-      const refused = await greet('x'.repeat(300), ['x-request-id: too-large']);
-      assert.equal(refused.code, 8 << 3, refused.stderr);
-      assert.deepEqual(bufError(refused.stderr), {
-        code: 'resource_exhausted',
-        message: 'message size 303 is larger than configured readMaxBytes 200',
-        details: [],
+    for (const protocol of ['grpc', 'grpcweb', 'connect']) {
+      it(`answers a message over BODY_LIMIT with RESOURCE_EXHAUSTED and the 413's envelope, over ${protocol}`, async () => {
+        const call = (name: string, id: string) =>
+          bufCurl([
+            '--protocol',
+            protocol,
+            '-H',
+            `x-request-id: ${id}`,
+            '-d',
+            JSON.stringify({ name }),
+            url(server(), GREET),
+          ]);
+        assert.equal((await call('x'.repeat(190), 'small')).code, 0);
+        const refused = await call('x'.repeat(300), 'too-large');
+        assert.equal(refused.code, 8 << 3, refused.stderr);
+        assert.deepEqual(bufError(refused.stderr), {
+          code: 'resource_exhausted',
+          message: 'The request body is larger than the limit of 200 bytes.',
+          details: expectedDetails('PAYLOAD_TOO_LARGE', 'too-large'),
+        });
       });
+    }
+
+    it('reads a Connect POST in gzip, and refuses one that decodes past BODY_LIMIT as it would refuse it sent plain', {
+      skip: CURL_SKIP,
+    }, async () => {
+      const directory = await mkdtemp(join(tmpdir(), 'grpc-gzip-'));
+      try {
+        const post = async (name: string) => {
+          const file = join(directory, 'body.gz');
+          await writeFile(file, gzipSync(JSON.stringify({ name })));
+          const { stdout } = await run('curl', [
+            '-s',
+            '-w',
+            '\\n%{http_code}',
+            '-H',
+            'Content-Type: application/json',
+            '-H',
+            'Content-Encoding: gzip',
+            '-H',
+            'X-Request-Id: curl-gzip',
+            '--data-binary',
+            `@${file}`,
+            url(server(), GREET),
+          ]);
+          const [json = '', status = ''] = stdout.split('\n');
+          return {
+            status: Number(status),
+            body: JSON.parse(json) as { code: string; message: string; details: { type: string; value: string }[] },
+          };
+        };
+        assert.deepEqual(await post('Ada'), { status: 200, body: { greeting: 'Hello, Ada!' } });
+        // Some 60 bytes of gzip that decode to 312.
+        const refused = await post('x'.repeat(300));
+        assert.deepEqual(
+          { status: refused.status, ...refused.body, details: connectDetails(refused.body.details) },
+          {
+            status: 429,
+            code: 'resource_exhausted',
+            message: 'The request body is larger than the limit of 200 bytes.',
+            details: expectedDetails('PAYLOAD_TOO_LARGE', 'curl-gzip'),
+          },
+        );
+      } finally {
+        await rm(directory, { recursive: true, force: true });
+      }
     });
 
     it('aborts a call with the gRPC status x-envoy-fault-abort-grpc-request names', async () => {

@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
+import { create, type DescMessage, fromBinary, type MessageShape, toBinary } from '@bufbuild/protobuf';
 import { Code, ConnectError, createClient, type Transport } from '@connectrpc/connect';
 import {
   compressionGzip,
@@ -13,10 +14,16 @@ import {
   RequestInfoSchema,
   RetryInfoSchema,
 } from '../../src/grpc/generated/google/rpc/error_details_pb.js';
-import { GreetingService } from '../../src/grpc/generated/greeting/v1/greeting_pb.js';
+import {
+  GreetingService,
+  GreetRequestSchema,
+  StreamGreetingsRequestSchema,
+  StreamGreetingsResponseSchema,
+} from '../../src/grpc/generated/greeting/v1/greeting_pb.js';
 import { Health, HealthCheckResponse_ServingStatus } from '../../src/grpc/generated/grpc/health/v1/health_pb.js';
-import { Greeter } from '../../src/grpc/generated/helloworld/helloworld_pb.js';
+import { Greeter, HelloReplySchema, HelloRequestSchema } from '../../src/grpc/generated/helloworld/helloworld_pb.js';
 import { LOCAL_TIMESTAMP, listening, listeningInSuite, samples } from '../helpers.js';
+import { expectedDetails, statusOf } from './foreign-clients.js';
 
 type Protocol = 'grpc' | 'grpc-web' | 'connect';
 
@@ -60,6 +67,39 @@ describe('gRPC services', () => {
           health: createClient(Health, through),
         };
       };
+
+      test("a message over BODY_LIMIT, in a unary call and after a stream's first: RESOURCE_EXHAUSTED with the 413's envelope", async () => {
+        const { greeting } = await clients({ bodyLimit: 200 });
+        const assertTooLarge = (error: ConnectError, requestId: string) => {
+          assert.equal(error.code, Code.ResourceExhausted);
+          assert.equal(error.rawMessage, 'The request body is larger than the limit of 200 bytes.');
+          assert.deepEqual(
+            error.findDetails(ErrorInfoSchema).map(({ reason, domain }) => ({ reason, domain })),
+            [{ reason: 'PAYLOAD_TOO_LARGE', domain: 'greeting-service' }],
+          );
+          assert.deepEqual(error.findDetails(BadRequestSchema), []);
+          assert.equal(error.findDetails(RequestInfoSchema)[0]?.requestId, requestId);
+        };
+        assert.equal((await greeting.greet({ name: 'x'.repeat(190) })).greeting, `Hello, ${'x'.repeat(190)}!`);
+        const big = { name: 'x'.repeat(300) };
+        assertTooLarge(await callError(greeting.greet(big, { headers: { 'x-request-id': 'big-1' } })), 'big-1');
+        // A stream from the client needs HTTP/2 but for gRPC-Web and Connect over HTTP/1.1.
+        if (version === '1.1') return;
+        async function* messages() {
+          yield { message: { case: 'text' as const, value: 'a' } };
+          yield { message: { case: 'text' as const, value: 'x'.repeat(300) } };
+        }
+        const echoed: unknown[] = [];
+        const error = await callError(
+          (async () => {
+            for await (const echo of greeting.echoStream(messages(), { headers: { 'x-request-id': 'big-2' } })) {
+              echoed.push(echo.message.value);
+            }
+          })(),
+        );
+        assert.deepEqual(echoed, ['a']);
+        assertTooLarge(error, 'big-2');
+      });
 
       test('SayHello answers as the gRPC examples define it', async () => {
         const { greeter } = await clients();
@@ -298,7 +338,7 @@ describe('gRPC services', () => {
     ['grpc-web', '1.1'],
     ['grpc', '2'],
   ] as const) {
-    test(`a ${protocol} message sent in gzip is read, and answered in gzip`, async () => {
+    test(`a ${protocol} message sent in gzip is read, and answered in gzip, in a unary call and a stream`, async () => {
       const server = await serve({ http2: httpVersion === '2' });
       const options = { baseUrl: server.origin, sendCompression: compressionGzip, compressMinBytes: 0 };
       const through =
@@ -308,15 +348,103 @@ describe('gRPC services', () => {
             ? createGrpcWebTransport({ ...options, httpVersion })
             : createGrpcTransport(options);
       let head: Headers | undefined;
-      const answer = await createClient(GreetingService, through).greet(
-        { name: 'Ada'.repeat(400) },
-        { onHeader: (received) => (head = received) },
-      );
+      const client = createClient(GreetingService, through);
+      const answer = await client.greet({ name: 'Ada'.repeat(400) }, { onHeader: (received) => (head = received) });
       assert.equal(answer.greeting, `Hello, ${'Ada'.repeat(400)}!`);
       // The answer's coding (over 1 KiB, what ConnectRPC compresses): Connect's unary answer names it as HTTP does, gRPC per message.
       assert.equal(head?.get(protocol === 'connect' ? 'content-encoding' : 'grpc-encoding'), 'gzip');
+      const greetings: string[] = [];
+      for await (const { greeting } of client.streamGreetings({ count: 2, intervalMs: 0, name: 'Ada'.repeat(400) })) {
+        greetings.push(greeting);
+      }
+      assert.deepEqual(greetings, Array(2).fill(`Hello, ${'Ada'.repeat(400)}!`));
     });
   }
+
+  test("gRPC-Web in text (base64), as browsers' grpc-web clients send it by default: read, and answered in text", async () => {
+    const server = await serve({});
+    /** A call in text, and its answer's frames: messages, then the trailers' frame (flag 0x80) as text. */
+    const call = async <I extends DescMessage>(method: string, schema: I, message: MessageShape<I>, id: string) => {
+      const bytes = toBinary(schema, message);
+      const frame = Buffer.alloc(5 + bytes.length);
+      frame.writeUInt32BE(bytes.length, 1);
+      frame.set(bytes, 5);
+      // In two pieces, each in base64 of its own, padded, as a client may send it.
+      const res = await fetch(`${server.origin}/${method}`, {
+        method: 'POST',
+        headers: {
+          'content-type': 'application/grpc-web-text',
+          accept: 'application/grpc-web-text',
+          'x-request-id': id,
+        },
+        body: frame.subarray(0, 4).toString('base64') + frame.subarray(4).toString('base64'),
+      });
+      const text = await res.text();
+      // Each group of four characters decodes on its own, whichever pieces the answer was padded in.
+      const body = Buffer.concat(
+        Array.from({ length: text.length / 4 }, (_, i) => Buffer.from(text.slice(4 * i, 4 * i + 4), 'base64')),
+      );
+      const frames: { trailers: boolean; data: Buffer }[] = [];
+      for (let at = 0; at + 5 <= body.length; at += 5 + body.readUInt32BE(at + 1)) {
+        frames.push({
+          trailers: (body[at] as number) >= 0x80,
+          data: body.subarray(at + 5, at + 5 + body.readUInt32BE(at + 1)),
+        });
+      }
+      return { res, frames };
+    };
+    const said = await call(
+      'helloworld.Greeter/SayHello',
+      HelloRequestSchema,
+      create(HelloRequestSchema, { name: 'Ada' }),
+      'text-1',
+    );
+    assert.equal(said.res.status, 200);
+    assert.equal(said.res.headers.get('content-type'), 'application/grpc-web-text+proto');
+    assert.equal(said.res.headers.get('x-request-id'), 'text-1');
+    assert.deepEqual(
+      said.frames.map(({ trailers, data }) =>
+        trailers ? data.toString() : fromBinary(HelloReplySchema, data).message,
+      ),
+      ['Hello, Ada!', 'grpc-status: 0\r\n'],
+    );
+    const streamed = await call(
+      'greeting.v1.GreetingService/StreamGreetings',
+      StreamGreetingsRequestSchema,
+      create(StreamGreetingsRequestSchema, { count: 2, intervalMs: 0, name: 'Ada' }),
+      'text-2',
+    );
+    assert.deepEqual(
+      streamed.frames.map(({ trailers, data }) =>
+        trailers ? data.toString() : fromBinary(StreamGreetingsResponseSchema, data).greeting,
+      ),
+      ['Hello, Ada!', 'Hello, Ada!', 'grpc-status: 0\r\n'],
+    );
+    // An error: the trailers' frame alone, in text as in binary gRPC-Web, its details with it.
+    const refused = await call(
+      'greeting.v1.GreetingService/Greet',
+      GreetRequestSchema,
+      create(GreetRequestSchema, { name: '' }),
+      'text-3',
+    );
+    assert.equal(refused.res.status, 200);
+    assert.equal(refused.frames.length, 1);
+    const trailers = Object.fromEntries(
+      (refused.frames[0]?.data.toString() ?? '')
+        .split('\r\n')
+        .filter((line) => line !== '')
+        .map((line) => line.split(': ')),
+    );
+    assert.equal(refused.frames[0]?.trailers, true);
+    assert.equal(trailers['grpc-status'], String(Code.InvalidArgument));
+    assert.equal(decodeURIComponent(trailers['grpc-message'] ?? ''), 'The request is not valid.');
+    assert.deepEqual(
+      statusOf(trailers['grpc-status-details-bin'] ?? '').details,
+      expectedDetails('VALIDATION_ERROR', 'text-3', {
+        violations: [{ field: 'name', description: 'must not be empty' }],
+      }),
+    );
+  });
 
   test('a health Watch says NOT_SERVING when the service shuts down, and ends, so that it can', {
     timeout: 10_000,
