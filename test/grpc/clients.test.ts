@@ -73,6 +73,24 @@ function only<T = JsonValue>(result: GrpcioResult): T {
 
 const url = (server: RunningServer, method: string) => `http://127.0.0.1:${server.port}/${method}`;
 
+/** curl's Connect POST in JSON to `target`, with `args` (headers, the body): its HTTP status and its body. */
+async function curlConnect(
+  target: string,
+  args: string[],
+): Promise<{ status: number; body: { code?: string; message?: string; details?: { type: string; value: string }[] } }> {
+  const { stdout } = await run('curl', [
+    '-s',
+    '-w',
+    '\\n%{http_code}',
+    '-H',
+    'Content-Type: application/json',
+    ...args,
+    target,
+  ]);
+  const [json = '', status = ''] = stdout.split('\n');
+  return { status: Number(status), body: JSON.parse(json) };
+}
+
 async function metricsOf(server: RunningServer): Promise<string> {
   const res = await request(`http://127.0.0.1:${server.port}/metrics`);
   return res.body.text();
@@ -530,31 +548,14 @@ describe('limits and faults', { skip: GRPCIO_SKIP ?? BUF_SKIP }, () => {
         const post = async (name: string) => {
           const file = join(directory, 'body.gz');
           await writeFile(file, gzipSync(JSON.stringify({ name })));
-          const { stdout } = await run('curl', [
-            '-s',
-            '-w',
-            '\\n%{http_code}',
-            '-H',
-            'Content-Type: application/json',
-            '-H',
-            'Content-Encoding: gzip',
-            '-H',
-            'X-Request-Id: curl-gzip',
-            '--data-binary',
-            `@${file}`,
-            url(server(), GREET),
-          ]);
-          const [json = '', status = ''] = stdout.split('\n');
-          return {
-            status: Number(status),
-            body: JSON.parse(json) as { code: string; message: string; details: { type: string; value: string }[] },
-          };
+          const headers = ['-H', 'Content-Encoding: gzip', '-H', 'X-Request-Id: curl-gzip'];
+          return curlConnect(url(server(), GREET), [...headers, '--data-binary', `@${file}`]);
         };
         assert.deepEqual(await post('Ada'), { status: 200, body: { greeting: 'Hello, Ada!' } });
         // Some 60 bytes of gzip that decode to 312.
         const refused = await post('x'.repeat(300));
         assert.deepEqual(
-          { status: refused.status, ...refused.body, details: connectDetails(refused.body.details) },
+          { status: refused.status, ...refused.body, details: connectDetails(refused.body.details ?? []) },
           {
             status: 429,
             code: 'resource_exhausted',
@@ -848,27 +849,11 @@ describe('gRPC-Web and the Connect protocol over HTTP/1.1 (HTTP2 off)', { skip: 
   it('answers curl’s Connect POST in JSON, and its error with the HTTP status its code maps to', {
     skip: CURL_SKIP,
   }, async () => {
-    const post = async (body: string) => {
-      const { stdout } = await run('curl', [
-        '-s',
-        '-w',
-        '\\n%{http_code}',
-        '-H',
-        'Content-Type: application/json',
-        '-H',
-        'X-Request-Id: curl-connect',
-        '-d',
-        body,
-        url(server(), GREET),
-      ]);
-      const [json = '', status = ''] = stdout.split('\n');
-      return { status: Number(status), body: JSON.parse(json) as unknown };
-    };
+    const post = (body: string) => curlConnect(url(server(), GREET), ['-H', 'X-Request-Id: curl-connect', '-d', body]);
     assert.deepEqual(await post('{"name":"Ada"}'), { status: 200, body: { greeting: 'Hello, Ada!' } });
     const refused = await post('{"name":""}');
-    const error = refused.body as { code: string; message: string; details: { type: string; value: string }[] };
     assert.deepEqual(
-      { status: refused.status, ...error, details: connectDetails(error.details) },
+      { status: refused.status, ...refused.body, details: connectDetails(refused.body.details ?? []) },
       {
         status: 400,
         code: 'invalid_argument',
